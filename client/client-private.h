@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/* What the client library's files share; nothing here is public. */
+#ifndef CUFLAG_CLIENT_PRIVATE_H
+#define CUFLAG_CLIENT_PRIVATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuflag-proto.h"
+#include "cuflag/cuflag.h"
+#include "proto.h"
+
+struct cuflag_client {
+	int sock;
+	pthread_mutex_t req_lock; /* one request in flight at a time */
+	uint32_t next_req;
+
+	uint8_t *region;
+	struct cuflag_region_layout layout;
+	_Atomic uint32_t *head;   /* written by the daemon */
+	_Atomic uint32_t *tail;   /* written by us */
+	struct cuflag_arm *queue;
+	volatile uint32_t *flags;
+
+	const struct cuflag_daemon_page *dpage;
+	size_t dpage_size;
+	int wake_fd;
+	uint64_t epoch;
+	int slab;
+
+	pthread_mutex_t arm_lock; /* the arm queue has one producer at a time */
+	uint32_t tail_local;
+
+	pthread_mutex_t slots_lock;
+	struct cuflag_slot *slots; /* every slot held, for disconnect */
+
+	/* CUDA binding state (cuda.c), NULL until first used. */
+	void *cuda;
+	void (*cuda_fini)(struct cuflag_client *c);
+	/* Checks a slot's streams; 0 or the negative errno of a device fault. */
+	int (*cuda_probe)(struct cuflag_slot *s);
+};
+
+struct cuflag_slot {
+	struct cuflag_client *c;
+	uint32_t id;
+	int efd;
+	volatile uint32_t *flag;
+	pthread_mutex_t lock;    /* reserving the next value */
+	_Atomic uint32_t next;   /* last value reserved */
+	int wait_ep;             /* cached edge-triggered epoll for waits, or -1 */
+	_Atomic int wait_ep_busy;
+	/* Set by the CUDA binding: checks the slot's streams for a fault. */
+	_Atomic int fault;       /* 0, or the negative errno a fault ended work with */
+	void *cuda;              /* per-slot CUDA state (cuda.c) */
+	struct cuflag_slot *prev, *next_slot;
+};
+
+/*
+ * Send one request and wait for its reply (one at a time per client).
+ * reply: at least CUFLAG_MSG_MAX bytes; fds: room for max_fds received fds.
+ * Returns the reply's status (0 or a negative errno from the daemon) or a
+ * transport error; *rlen and *nfds describe what arrived.
+ */
+int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, uint32_t blen,
+		    const int *send_fds, unsigned send_nfds, void *reply, size_t *rlen, int *fds,
+		    unsigned max_fds, unsigned *nfds);
+
+/* Whether the daemon's socket has hung up (non-blocking check). */
+int cuflag__daemon_gone(struct cuflag_client *c);
+
+/* Wake the scanner if it published "parked" (after a full fence). */
+void cuflag__wake_scanner(struct cuflag_client *c);
+
+/*
+ * Publish an arm of (slot, target) in the queue: waits while the queue is
+ * full, wakes a parked scanner. 0 or -ENOTCONN.
+ */
+int cuflag__publish(struct cuflag_slot *s, uint32_t target);
+
+/* Free a slot's local resources (fds, memory), without telling the daemon. */
+void cuflag__slot_free(struct cuflag_slot *s);
+
+#define CUFLAG_EXPORT __attribute__((visibility("default")))
+
+#endif

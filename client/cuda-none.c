@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/* Built without cuda.h: the CUDA entry point exists and says so. */
+#include <errno.h>
+#include <stdint.h>
+
+#include "client-private.h"
+
+/* The signature without CUstream, which is a pointer in cuda.h. */
+CUFLAG_EXPORT int cuflag_cuda_signal(cuflag_slot *s, void *stream, uint32_t *target);
+
+CUFLAG_EXPORT int cuflag_cuda_signal(cuflag_slot *s, void *stream, uint32_t *target)
+{
+	(void)s;
+	(void)stream;
+	(void)target;
+	return -ENOSYS;
+}

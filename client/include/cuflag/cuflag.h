@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libcuflag-client: learn that GPU work has finished, from any event loop.
+ *
+ * A slot is a timeline: a 32-bit flag in shared memory that only moves
+ * forward, plus an eventfd. cuflag_slot_arm() reserves the slot's next value
+ * and tells cuflagd about it; whoever completes the work (a GPU stream through
+ * cuflag_cuda_signal(), or any writer) stores that value into the flag; the
+ * daemon's scanner sees the flag advance and adds the number of completions
+ * to the slot's eventfd. Poll the eventfd (POLLIN), or call
+ * cuflag_slot_wait() to block until a given value is reached.
+ *
+ * Every function returns 0 or a negative errno unless its comment says
+ * otherwise. Every function may be called from several threads at once on
+ * the same client and the same slot, except that cuflag_disconnect() and
+ * cuflag_slot_release() must not race other calls on what they free.
+ */
+#ifndef CUFLAG_CUFLAG_H
+#define CUFLAG_CUFLAG_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && !defined(CUFLAG_NO_VISIBILITY)
+#define CUFLAG_API __attribute__((visibility("default")))
+#else
+#define CUFLAG_API
+#endif
+
+/** A connection to cuflagd and the region it shares with this process. */
+typedef struct cuflag_client cuflag_client;
+/** One completion timeline: a flag and an eventfd. */
+typedef struct cuflag_slot cuflag_slot;
+
+/** Environment variable naming the daemon's socket when no path is given. */
+#define CUFLAG_SOCKET_ENV "CUFLAG_SOCKET"
+/** The socket cuflagd listens on when started by systemd. */
+#define CUFLAG_DEFAULT_SOCKET "/run/cuflagd/cuflagd.sock"
+
+/**
+ * cuflag_connect() - connect to cuflagd and map this client's region.
+ * @socket_path: the daemon's socket; NULL means $CUFLAG_SOCKET, else
+ *               CUFLAG_DEFAULT_SOCKET.
+ * @out: the new client, on success.
+ *
+ * Return: 0, or -ENOENT / -ECONNREFUSED (no daemon there), -EACCES (not
+ * allowed to use the socket: join group cuflag), -ENAMETOOLONG (path too long),
+ * -EPROTONOSUPPORT (no protocol version in common), -EUSERS (the daemon's
+ * client limits are reached), -ETIMEDOUT (the daemon did not answer within
+ * 5 s), -EPROTO / -EBADMSG (the daemon sent something malformed), -ENOMEM,
+ * or another errno from socket(2), connect(2) or mmap(2).
+ */
+CUFLAG_API int cuflag_connect(const char *socket_path, cuflag_client **out);
+
+/**
+ * cuflag_disconnect() - release every slot, unmap the region, hang up.
+ * Every slot of @c is invalid afterwards. NULL is accepted.
+ */
+CUFLAG_API void cuflag_disconnect(cuflag_client *c);
+
+/**
+ * cuflag_slot_acquire() - get one slot from the daemon.
+ * Return: 0, or -ENOSPC (the daemon's slots-per-client limit is reached),
+ * -EBUSY (the daemon's request-rate limit is reached; try again later),
+ * -EMFILE (this process is out of fds), -ENOMEM, -ENOTCONN / -EPIPE (the
+ * daemon hung up), -ETIMEDOUT (no answer within 5 s), -EPROTO / -EBADMSG
+ * (malformed reply).
+ */
+CUFLAG_API int cuflag_slot_acquire(cuflag_client *c, cuflag_slot **out);
+
+/**
+ * cuflag_slots_acquire() - get n slots in as few round trips as possible.
+ * All or nothing: on error no slot is held. Errors as cuflag_slot_acquire(),
+ * and -EINVAL when n is 0.
+ */
+CUFLAG_API int cuflag_slots_acquire(cuflag_client *c, unsigned n, cuflag_slot **out);
+
+/**
+ * cuflag_slot_release() - give a slot back and close its eventfd.
+ * The daemon reuses the slot only after its flag has reached every value
+ * armed on it, so a device write still in flight cannot land in a slot that
+ * another owner holds. NULL is accepted.
+ */
+CUFLAG_API void cuflag_slot_release(cuflag_slot *s);
+
+/**
+ * cuflag_slot_fd() - the slot's eventfd, to poll for POLLIN.
+ * Its counter is the number of completions signalled and not yet consumed.
+ * The fd is non-blocking; read it with cuflag_slot_consume() or read(2) of
+ * 8 bytes. It stays owned by the slot: do not close it.
+ * Return: the fd (>= 0).
+ */
+CUFLAG_API int cuflag_slot_fd(const cuflag_slot *s);
+
+/**
+ * cuflag_slot_flag() - host address of the slot's flag.
+ * The device, or a test writer, stores the armed target here (an aligned
+ * 32-bit store with release order). Reading it tells the current value.
+ */
+CUFLAG_API volatile uint32_t *cuflag_slot_flag(const cuflag_slot *s);
+
+/** cuflag_slot_id() - the slot's index in the client's region (>= 0). */
+CUFLAG_API int cuflag_slot_id(const cuflag_slot *s);
+
+/**
+ * cuflag_slot_arm() - reserve the slot's next timeline value and arm it.
+ * @target: receives the value; whoever completes the work stores it into
+ *          the flag. Values are handed out in order, one per call.
+ *
+ * No system call while the daemon's scanner is awake; one eventfd write to
+ * wake it when it is parked. When the arm queue is full the call waits for
+ * the scanner to drain it.
+ * Return: 0, or -ENOTCONN (the daemon hung up while the queue was full).
+ */
+CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
+
+/**
+ * cuflag_slot_wait() - block until the flag reaches @target.
+ * @timeout_ms: -1 waits for ever, 0 only checks.
+ *
+ * Returns at once, without a system call, when the flag has already reached
+ * @target. Otherwise it sleeps until the daemon signals the slot's eventfd
+ * and the flag has reached @target. It never reads the eventfd counter:
+ * completions it waited for are still counted there, for
+ * cuflag_slot_consume() or your event loop. Wait and consume combine freely:
+ * wait answers "has this value landed", consume "how many landed since I last
+ * asked".
+ * If the daemon goes away, the wait goes on by checking the flag itself.
+ * Return: 0, -ETIMEDOUT, -EINVAL (@target was never armed on this slot), or
+ * the error that ended the wait (-EIO when a device fault stopped the work
+ * the slot was waiting for; see cuflag_cuda.h).
+ */
+CUFLAG_API int cuflag_slot_wait(cuflag_slot *s, uint32_t target, int timeout_ms);
+
+/**
+ * cuflag_slot_wait_spin() - cuflag_slot_wait() that first spins on the flag.
+ * @spin_us: how long to spin (reading the flag, no system call) before it
+ *           sleeps; a completion that lands within it is seen at once.
+ * Return: as cuflag_slot_wait().
+ */
+CUFLAG_API int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigned spin_us,
+				     int timeout_ms);
+
+/**
+ * cuflag_slot_consume() - read and reset the slot's completion counter.
+ * @completions: receives the completions signalled since the last consume.
+ * Non-blocking. Return: 0, -EAGAIN when none, or an errno from read(2).
+ */
+CUFLAG_API int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions);
+
+/**
+ * cuflag_slot_bind_eventfd() - have the daemon signal @efd instead.
+ * The daemon takes a duplicate and makes it non-blocking (the flag is shared
+ * with your copy); the slot's own eventfd is closed and cuflag_slot_fd()
+ * returns a duplicate of @efd that the slot owns. @efd stays yours.
+ * Return: 0, -EBADF (@efd is not an eventfd), or a request error as
+ * cuflag_slot_acquire().
+ */
+CUFLAG_API int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd);
+
+/**
+ * cuflag_client_epoch() - the daemon's epoch: it changes at every daemon start.
+ */
+CUFLAG_API uint64_t cuflag_client_epoch(const cuflag_client *c);
+
+/** cuflag_version() - the library's version, "MAJOR.MINOR.PATCH". */
+CUFLAG_API const char *cuflag_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

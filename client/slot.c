@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: MIT */
+/* Slots: acquire, release, arm, wait, consume. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client-private.h"
+#include "fdpass.h"
+#include "timeline.h"
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+CUFLAG_EXPORT int cuflag_slot_fd(const cuflag_slot *s)
+{
+	return s->efd;
+}
+
+CUFLAG_EXPORT volatile uint32_t *cuflag_slot_flag(const cuflag_slot *s)
+{
+	return s->flag;
+}
+
+CUFLAG_EXPORT int cuflag_slot_id(const cuflag_slot *s)
+{
+	return (int)s->id;
+}
+
+void cuflag__slot_free(struct cuflag_slot *s)
+{
+	if (s->efd >= 0)
+		close(s->efd);
+	if (s->wait_ep >= 0)
+		close(s->wait_ep);
+	free(s->cuda);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static void slot_link(struct cuflag_client *c, struct cuflag_slot *s)
+{
+	pthread_mutex_lock(&c->slots_lock);
+	s->prev = NULL;
+	s->next_slot = c->slots;
+	if (c->slots)
+		c->slots->prev = s;
+	c->slots = s;
+	pthread_mutex_unlock(&c->slots_lock);
+}
+
+static void slot_unlink(struct cuflag_client *c, struct cuflag_slot *s)
+{
+	pthread_mutex_lock(&c->slots_lock);
+	if (s->prev)
+		s->prev->next_slot = s->next_slot;
+	else
+		c->slots = s->next_slot;
+	if (s->next_slot)
+		s->next_slot->prev = s->prev;
+	pthread_mutex_unlock(&c->slots_lock);
+}
+
+/* Tell the daemon to free ids (one batch). */
+static int free_ids(struct cuflag_client *c, const uint32_t *ids, uint32_t n)
+{
+	struct cuflag_msg_free m = { .count = n };
+	uint8_t reply[CUFLAG_MSG_MAX];
+	size_t rlen;
+	unsigned nfds;
+
+	memcpy(m.ids, ids, n * sizeof(uint32_t));
+	return cuflag__request(c, CUFLAG_MSG_FREE, &m, 8 + n * 4, NULL, 0, reply, &rlen, NULL, 0,
+			       &nfds);
+}
+
+/* One ALLOC round trip for n (<= CUFLAG_BATCH_MAX) slots. */
+static int alloc_batch(struct cuflag_client *c, unsigned n, struct cuflag_slot **out)
+{
+	struct cuflag_msg_alloc m = { .count = n };
+	uint8_t reply[CUFLAG_MSG_MAX];
+	struct cuflag_msg_alloc_reply r;
+	int fds[CUFLAG_BATCH_MAX];
+	uint32_t ids[CUFLAG_BATCH_MAX];
+	unsigned nfds = 0, i;
+	size_t rlen = 0;
+	int rc;
+
+	rc = cuflag__request(c, CUFLAG_MSG_ALLOC, &m, sizeof(m), NULL, 0, reply, &rlen, fds,
+			     CUFLAG_BATCH_MAX, &nfds);
+	if (rc) {
+		cuflag_close_fds(fds, nfds);
+		return rc;
+	}
+	memset(&r, 0, sizeof(r));
+	memcpy(&r, reply + sizeof(struct cuflag_msg_hdr), rlen - sizeof(struct cuflag_msg_hdr));
+	if (r.count != n)
+		rc = -EBADMSG;
+	for (i = 0; !rc && i < n; i++)
+		if (r.grants[i].id >= c->layout.nslots)
+			rc = -EBADMSG;
+	for (i = 0; !rc && i < n; i++) {
+		struct cuflag_slot *s = calloc(1, sizeof(*s));
+		if (!s) {
+			rc = -ENOMEM;
+			break;
+		}
+		s->c = c;
+		s->id = r.grants[i].id;
+		s->efd = fds[i];
+		fds[i] = -1;
+		s->flag = c->flags + s->id;
+		s->wait_ep = -1;
+		pthread_mutex_init(&s->lock, NULL);
+		atomic_store(&s->next, r.grants[i].start);
+		out[i] = s;
+	}
+	if (rc) {
+		/* Give back what the daemon granted: all or nothing. */
+		for (unsigned k = 0; k < i; k++) {
+			fds[k] = out[k]->efd;
+			out[k]->efd = -1;
+			cuflag__slot_free(out[k]);
+		}
+		cuflag_close_fds(fds, nfds);
+		for (unsigned k = 0; k < r.count && k < n; k++)
+			ids[k] = r.grants[k].id;
+		if (r.count == n)
+			free_ids(c, ids, n);
+		return rc;
+	}
+	return 0;
+}
+
+CUFLAG_EXPORT int cuflag_slots_acquire(cuflag_client *c, unsigned n, cuflag_slot **out)
+{
+	unsigned done = 0;
+	int rc = 0;
+
+	if (!c || !out || n == 0)
+		return -EINVAL;
+	while (done < n) {
+		unsigned k = n - done > CUFLAG_BATCH_MAX ? CUFLAG_BATCH_MAX : n - done;
+		rc = alloc_batch(c, k, out + done);
+		if (rc)
+			break;
+		done += k;
+	}
+	if (rc) {
+		for (unsigned i = 0; i < done; i++) {
+			slot_link(c, out[i]);
+			cuflag_slot_release(out[i]);
+			out[i] = NULL;
+		}
+		return rc;
+	}
+	for (unsigned i = 0; i < n; i++)
+		slot_link(c, out[i]);
+	return 0;
+}
+
+CUFLAG_EXPORT int cuflag_slot_acquire(cuflag_client *c, cuflag_slot **out)
+{
+	return cuflag_slots_acquire(c, 1, out);
+}
+
+CUFLAG_EXPORT void cuflag_slot_release(cuflag_slot *s)
+{
+	if (!s)
+		return;
+	slot_unlink(s->c, s);
+	/* A daemon that is gone has freed it already: nothing to report. */
+	(void)free_ids(s->c, &s->id, 1);
+	cuflag__slot_free(s);
+}
+
+/* ---------------------------------------------------------------- */
+/* Arming                                                            */
+/* ---------------------------------------------------------------- */
+
+void cuflag__wake_scanner(struct cuflag_client *c)
+{
+	uint64_t one = 1;
+
+	/* Pairs with the scanner's park: store tail; fence; read state. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit((_Atomic uint32_t *)&c->dpage->scanner_state,
+				 memory_order_relaxed) == CUFLAG_SCANNER_PARKED) {
+		/* A full counter is still readable: the wake is not lost. */
+		ssize_t w = write(c->wake_fd, &one, sizeof(one));
+		(void)w;
+	}
+}
+
+int cuflag__publish(struct cuflag_slot *s, uint32_t target)
+{
+	struct cuflag_client *c = s->c;
+	uint32_t cap = c->layout.queue_cap;
+
+	pthread_mutex_lock(&c->arm_lock);
+	/* Full: the scanner drains every pass; make sure it is awake, then wait. */
+	while (c->tail_local - atomic_load_explicit(c->head, memory_order_acquire) >= cap) {
+		cuflag__wake_scanner(c);
+		if (cuflag__daemon_gone(c)) {
+			pthread_mutex_unlock(&c->arm_lock);
+			return -ENOTCONN;
+		}
+		sched_yield();
+	}
+	struct cuflag_arm *e = &c->queue[c->tail_local & (cap - 1)];
+	e->slot = s->id;
+	e->target = target;
+	c->tail_local++;
+	atomic_store_explicit(c->tail, c->tail_local, memory_order_release);
+	pthread_mutex_unlock(&c->arm_lock);
+	cuflag__wake_scanner(c);
+	return 0;
+}
+
+CUFLAG_EXPORT int cuflag_slot_arm(cuflag_slot *s, uint32_t *target)
+{
+	uint32_t t;
+	int rc;
+
+	if (!s || !target)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	t = atomic_load_explicit(&s->next, memory_order_relaxed) + 1;
+	atomic_store_explicit(&s->next, t, memory_order_relaxed);
+	pthread_mutex_unlock(&s->lock);
+	rc = cuflag__publish(s, t);
+	if (rc == 0)
+		*target = t;
+	return rc;
+}
+
+/* ---------------------------------------------------------------- */
+/* Waiting                                                           */
+/* ---------------------------------------------------------------- */
+
+static int reached(const struct cuflag_slot *s, uint32_t target)
+{
+	return cuflag_tl_reached(__atomic_load_n(s->flag, __ATOMIC_ACQUIRE), target);
+}
+
+/*
+ * An epoll instance watching the slot's eventfd edge-triggered: it reports
+ * every new signal without anyone reading the counter. The slot caches one;
+ * a second concurrent waiter makes its own.
+ */
+static int wait_ep_get(struct cuflag_slot *s, int *cached)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	int ep;
+
+	*cached = 0;
+	if (!atomic_exchange(&s->wait_ep_busy, 1)) {
+		if (s->wait_ep >= 0) {
+			*cached = 1;
+			return s->wait_ep;
+		}
+		*cached = 1;
+	}
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0)
+		goto fail;
+	ev.data.u32 = 0;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, s->efd, &ev) < 0) {
+		close(ep);
+		goto fail;
+	}
+	/* The daemon hanging up wakes us too (level-triggered, once handled). */
+	ev.events = EPOLLRDHUP;
+	ev.data.u32 = 1;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, s->c->sock, &ev) < 0) {
+		close(ep);
+		goto fail;
+	}
+	if (*cached)
+		s->wait_ep = ep;
+	return ep;
+fail:
+	if (*cached)
+		atomic_store(&s->wait_ep_busy, 0);
+	return -errno;
+}
+
+static void wait_ep_put(struct cuflag_slot *s, int ep, int cached)
+{
+	if (cached)
+		atomic_store(&s->wait_ep_busy, 0);
+	else
+		close(ep);
+}
+
+CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigned spin_us,
+					int timeout_ms)
+{
+	uint64_t start, deadline = UINT64_MAX;
+	int ep, cached, rc = -ETIMEDOUT, daemon_gone = 0;
+	unsigned backoff_us = 50;
+
+	if (!s)
+		return -EINVAL;
+	if (reached(s, target))
+		return 0;
+	/* Waiting for a value never reserved would never end. */
+	if (cuflag_tl_after(target, atomic_load_explicit(&s->next, memory_order_relaxed)))
+		return -EINVAL;
+	if (atomic_load_explicit(&s->fault, memory_order_relaxed))
+		return atomic_load(&s->fault);
+	if (timeout_ms == 0)
+		return -ETIMEDOUT;
+	start = now_ns();
+	if (timeout_ms > 0)
+		deadline = start + (uint64_t)timeout_ms * 1000000u;
+	if (spin_us) {
+		uint64_t spin_end = start + (uint64_t)spin_us * 1000u;
+		unsigned k = 0;
+		while (!reached(s, target)) {
+			cpu_relax();
+			if ((++k & 15) == 0 && now_ns() >= spin_end)
+				break;
+		}
+		if (reached(s, target))
+			return 0;
+	}
+	ep = wait_ep_get(s, &cached);
+	if (ep < 0)
+		return ep;
+	for (;;) {
+		struct epoll_event ev[2];
+		uint64_t now;
+		int ms, n;
+
+		/* Checked after the epoll is armed: a signal in between is an edge. */
+		if (reached(s, target)) {
+			rc = 0;
+			break;
+		}
+		if ((rc = atomic_load_explicit(&s->fault, memory_order_relaxed)))
+			break;
+		rc = -ETIMEDOUT;
+		now = now_ns();
+		if (now >= deadline)
+			break;
+		ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999u) / 1000000u);
+		if (s->cuda && (ms < 0 || ms > 100))
+			ms = 100; /* the CUDA binding probes its streams for faults */
+		if (daemon_gone) {
+			/* No scanner: watch the flag ourselves, with a growing sleep. */
+			struct timespec ts = { 0, (long)backoff_us * 1000 };
+			nanosleep(&ts, NULL);
+			if (backoff_us < 2000)
+				backoff_us *= 2;
+			continue;
+		}
+		n = epoll_wait(ep, ev, 2, ms);
+		if (n < 0 && errno != EINTR) {
+			rc = -errno;
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			if (ev[i].data.u32 == 1)
+				daemon_gone = 1;
+		if (n == 0 && s->cuda && s->c->cuda_probe) {
+			int f = s->c->cuda_probe(s);
+			if (f) {
+				rc = f;
+				break;
+			}
+		}
+	}
+	wait_ep_put(s, ep, cached);
+	return rc;
+}
+
+CUFLAG_EXPORT int cuflag_slot_wait(cuflag_slot *s, uint32_t target, int timeout_ms)
+{
+	return cuflag_slot_wait_spin(s, target, 0, timeout_ms);
+}
+
+CUFLAG_EXPORT int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions)
+{
+	uint64_t v;
+	ssize_t n;
+
+	if (!s || !completions)
+		return -EINVAL;
+	n = read(s->efd, &v, sizeof(v));
+	if (n < 0)
+		return -errno;
+	if (n != sizeof(v))
+		return -EIO;
+	*completions = v;
+	return 0;
+}
+
+CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
+{
+	struct cuflag_msg_bind m = { .id = s ? s->id : 0 };
+	uint8_t reply[CUFLAG_MSG_MAX];
+	size_t rlen;
+	unsigned nfds;
+	int mine, rc, old;
+
+	if (!s || efd < 0)
+		return -EINVAL;
+	mine = fcntl(efd, F_DUPFD_CLOEXEC, 0);
+	if (mine < 0)
+		return -errno;
+	rc = cuflag__request(s->c, CUFLAG_MSG_BIND, &m, sizeof(m), &efd, 1, reply, &rlen, NULL, 0,
+			     &nfds);
+	if (rc) {
+		close(mine);
+		return rc;
+	}
+	/* Waiters watch the old fd: retire the cached epoll with it. */
+	old = s->efd;
+	s->efd = mine;
+	if (!atomic_exchange(&s->wait_ep_busy, 1)) {
+		if (s->wait_ep >= 0)
+			close(s->wait_ep);
+		s->wait_ep = -1;
+		atomic_store(&s->wait_ep_busy, 0);
+	}
+	close(old);
+	return 0;
+}

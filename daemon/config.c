@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuflag-proto.h"
+#include "log.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: cuflagd [OPTIONS]\n"
+		"GPU completion flags for every process on the node.\n\n"
+		"  --socket PATH             listen on PATH (default: socket activation, else\n"
+		"                            " CUFLAGD_DEFAULT_SOCKET ")\n"
+		"  --max-clients N           clients holding a region at once (default 256)\n"
+		"  --max-clients-per-uid N   of those, per user id (default: max-clients)\n"
+		"  --slots-per-client N      slots (flags) per client (default 1024)\n"
+		"  --queue-size N            arm queue entries per client, power of two\n"
+		"                            (default 1024)\n"
+		"  --spin-us N               scanner spin budget before it parks (default 50)\n"
+		"  --msg-rate N              requests per second per client (default 20000)\n"
+		"  --slab memfd|cuda-ipc     how client regions are backed (default memfd)\n"
+		"  --log-level LEVEL         err, warning, notice, info, debug (default info)\n"
+		"  --test-hooks              enable test-only hooks (SIGUSR1 freezes the scanner)\n"
+		"  -h, --help                this text\n"
+		"  --version                 print the version\n");
+}
+
+static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "cuflagd: %s: '%s' is not a number in %llu..%llu\n", opt, s,
+			(unsigned long long)min, (unsigned long long)max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
+{
+	enum { O_SOCKET = 256, O_MAXC, O_MAXUID, O_SLOTS, O_QUEUE, O_SPIN, O_RATE, O_SLAB,
+	       O_LOG, O_HOOKS, O_VERSION };
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "max-clients", required_argument, NULL, O_MAXC },
+		{ "max-clients-per-uid", required_argument, NULL, O_MAXUID },
+		{ "slots-per-client", required_argument, NULL, O_SLOTS },
+		{ "queue-size", required_argument, NULL, O_QUEUE },
+		{ "spin-us", required_argument, NULL, O_SPIN },
+		{ "msg-rate", required_argument, NULL, O_RATE },
+		{ "slab", required_argument, NULL, O_SLAB },
+		{ "log-level", required_argument, NULL, O_LOG },
+		{ "test-hooks", no_argument, NULL, O_HOOKS },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, O_VERSION },
+		{ 0 },
+	};
+	uint64_t v;
+	int c, per_uid_set = 0;
+
+	*cfg = (struct cuflagd_config){
+		.max_clients = 256,
+		.slots_per_client = 1024,
+		.queue_size = 1024,
+		.spin_us = 50,
+		.msg_rate = 20000,
+		.slab = CUFLAG_SLAB_MEMFD,
+	};
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case O_SOCKET:
+			if (!optarg[0] || strlen(optarg) >= 108) {
+				fprintf(stderr, "cuflagd: --socket: path empty or too long\n");
+				return -EINVAL;
+			}
+			cfg->socket_path = optarg;
+			break;
+		case O_MAXC:
+			if (parse_u64("--max-clients", optarg, 1, 65536, &v))
+				return -EINVAL;
+			cfg->max_clients = (uint32_t)v;
+			break;
+		case O_MAXUID:
+			if (parse_u64("--max-clients-per-uid", optarg, 1, 65536, &v))
+				return -EINVAL;
+			cfg->max_clients_per_uid = (uint32_t)v;
+			per_uid_set = 1;
+			break;
+		case O_SLOTS:
+			if (parse_u64("--slots-per-client", optarg, 1, 1u << 20, &v))
+				return -EINVAL;
+			cfg->slots_per_client = (uint32_t)v;
+			break;
+		case O_QUEUE:
+			if (parse_u64("--queue-size", optarg, 2, 1u << 20, &v))
+				return -EINVAL;
+			if (v & (v - 1)) {
+				fprintf(stderr, "cuflagd: --queue-size: %s is not a power of two\n",
+					optarg);
+				return -EINVAL;
+			}
+			cfg->queue_size = (uint32_t)v;
+			break;
+		case O_SPIN:
+			if (parse_u64("--spin-us", optarg, 0, 10000000, &v))
+				return -EINVAL;
+			cfg->spin_us = v;
+			break;
+		case O_RATE:
+			if (parse_u64("--msg-rate", optarg, 1, 100000000, &v))
+				return -EINVAL;
+			cfg->msg_rate = (uint32_t)v;
+			break;
+		case O_SLAB:
+			if (!strcmp(optarg, "memfd"))
+				cfg->slab = CUFLAG_SLAB_MEMFD;
+			else if (!strcmp(optarg, "cuda-ipc"))
+				cfg->slab = CUFLAG_SLAB_CUDA_IPC;
+			else {
+				fprintf(stderr, "cuflagd: --slab: '%s' is not memfd or cuda-ipc\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case O_LOG: {
+			int l = cuflagd_log_parse_level(optarg);
+			if (l < 0) {
+				fprintf(stderr, "cuflagd: --log-level: unknown level '%s'\n", optarg);
+				return -EINVAL;
+			}
+			cuflagd_log_level = l;
+			break;
+		}
+		case O_HOOKS:
+			cfg->test_hooks = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case O_VERSION:
+			printf("cuflagd %s (protocol %u)\n", CUFLAG_VERSION, CUFLAG_PROTO_VERSION);
+			return 1;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "cuflagd: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (!per_uid_set || cfg->max_clients_per_uid > cfg->max_clients)
+		cfg->max_clients_per_uid = cfg->max_clients;
+	return 0;
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/* cuflagd's settings, from the command line. */
+#ifndef CUFLAGD_CONFIG_H
+#define CUFLAGD_CONFIG_H
+
+#include <stdint.h>
+
+#define CUFLAGD_DEFAULT_SOCKET "/run/cuflagd/cuflagd.sock"
+
+struct cuflagd_config {
+	const char *socket_path;     /* NULL: socket activation, else the default */
+	uint32_t max_clients;        /* sessions (regions) at once */
+	uint32_t max_clients_per_uid;
+	uint32_t slots_per_client;   /* flags per region */
+	uint32_t queue_size;         /* arm queue entries per region (power of two) */
+	uint64_t spin_us;            /* scanner spin budget before it parks */
+	uint32_t msg_rate;           /* requests per second per client before refusal */
+	int slab;                    /* enum cuflag_slab_kind */
+	int test_hooks;              /* SIGUSR1 freezes the scanner (tests only) */
+};
+
+/*
+ * Parse argv. 0 to run, 1 when --help or --version was printed, or a
+ * negative errno after printing why.
+ */
+int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv);
+
+#endif

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/* One line per event on stderr, with a <N> priority prefix the journal reads. */
+#ifndef CUFLAGD_LOG_H
+#define CUFLAGD_LOG_H
+
+#include <stdint.h>
+#include <syslog.h>
+
+extern int cuflagd_log_level;
+
+int cuflagd_log_parse_level(const char *s);
+
+__attribute__((format(printf, 2, 3))) void cuflagd_log(int prio, const char *fmt, ...);
+
+/*
+ * Rate limit for lines a client can trigger: at most burst lines per
+ * interval; returns 1 when the line may be written.
+ */
+struct cuflagd_ratelimit {
+	uint64_t window_start_ms;
+	unsigned interval_ms;
+	unsigned burst;
+	unsigned used;
+	unsigned suppressed;
+};
+int cuflagd_ratelimit_ok(struct cuflagd_ratelimit *rl);
+
+uint64_t cuflagd_now_ms(void);
+uint64_t cuflagd_now_ns(void);
+
+#define log_err(...) cuflagd_log(LOG_ERR, __VA_ARGS__)
+#define log_warn(...) cuflagd_log(LOG_WARNING, __VA_ARGS__)
+#define log_notice(...) cuflagd_log(LOG_NOTICE, __VA_ARGS__)
+#define log_info(...) cuflagd_log(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) cuflagd_log(LOG_DEBUG, __VA_ARGS__)
+
+#endif

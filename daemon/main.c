@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/* cuflagd: GPU completion flags for every process on the node. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "server.h"
+
+int main(int argc, char **argv)
+{
+	struct cuflagd_config cfg;
+	struct server srv;
+	int rc;
+
+	/* Lines go to the journal (or a test's pipe) as written. */
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	rc = cuflagd_config_parse(&cfg, argc, argv);
+	if (rc)
+		return rc > 0 ? EXIT_SUCCESS : 2;
+	if (cfg.slab != CUFLAG_SLAB_MEMFD) {
+		log_err("--slab cuda-ipc is not available in this build");
+		return EXIT_FAILURE;
+	}
+	rc = server_init(&srv, &cfg);
+	if (rc == 0)
+		rc = server_run(&srv);
+	server_fini(&srv);
+	if (rc) {
+		log_err("exiting: %s", strerror(-rc));
+		return EXIT_FAILURE;
+	}
+	log_notice("stopped");
+	return EXIT_SUCCESS;
+}

@@ -1,0 +1,570 @@
+/* SPDX-License-Identifier: MIT */
+#include "scanner.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "timeline.h"
+
+struct scanner {
+	pthread_t thread;
+	struct cuflag_daemon_page *dpage;
+	uint64_t spin_ns;
+
+	/* Handoff from the main thread. */
+	pthread_mutex_t lock;
+	struct scan_cmd *cmd_head, *cmd_tail; /* submitted, not yet applied */
+	struct scan_cmd *done_head, *done_tail; /* applied, for the main thread */
+	_Atomic int cmd_pending;
+	int cmd_efd;  /* wakes a parked scanner for commands */
+	int done_efd; /* tells the main loop commands came back */
+	int park_ep;  /* epoll over cmd_efd and every session's wake eventfd */
+	_Atomic int stop;
+	_Atomic int stuck; /* test hook */
+	/* When a write to a client's eventfd started (0: none in progress): a client
+	 * can clear O_NONBLOCK on its side of the eventfd and fill the counter, so
+	 * the main thread interrupts a write that takes too long (see server.c). */
+	_Atomic uint64_t write_since_ns;
+
+	/* Scanner-private: sized once at start, never reallocated. */
+	struct scan_session **sessions;
+	uint32_t nsessions, max_sessions;
+	struct scan_slot **pending;
+	uint64_t npending, max_pending;
+
+	/* Counters (written by the scanner, read by anyone). */
+	_Atomic uint64_t passes, wakes, completions, parks, armed, bad_arms;
+};
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static void set_state(struct scanner *sc, uint32_t st)
+{
+	atomic_store_explicit((_Atomic uint32_t *)&sc->dpage->scanner_state, st,
+			      memory_order_seq_cst);
+}
+
+/* ---------------------------------------------------------------- */
+/* Pending set: dense array, O(1) insert and remove.                 */
+/* ---------------------------------------------------------------- */
+
+static void pending_add(struct scanner *sc, struct scan_slot *s)
+{
+	if (s->pend_idx != SCAN_NOT_PENDING)
+		return;
+	/* max_pending covers every slot that can exist, so this cannot overflow. */
+	s->pend_idx = (uint32_t)sc->npending;
+	sc->pending[sc->npending++] = s;
+	s->sess->pending++;
+	atomic_store_explicit(&s->sess->n_pending, s->sess->pending, memory_order_relaxed);
+}
+
+static void pending_del(struct scanner *sc, struct scan_slot *s)
+{
+	uint32_t i = s->pend_idx;
+
+	if (i == SCAN_NOT_PENDING)
+		return;
+	struct scan_slot *last = sc->pending[--sc->npending];
+	sc->pending[i] = last;
+	last->pend_idx = i;
+	s->pend_idx = SCAN_NOT_PENDING;
+	s->sess->pending--;
+	atomic_store_explicit(&s->sess->n_pending, s->sess->pending, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------- */
+/* Commands                                                          */
+/* ---------------------------------------------------------------- */
+
+/* Hand a command back to the main thread (called with sc->lock held). */
+static void done_push_locked(struct scanner *sc, struct scan_cmd *c)
+{
+	c->next = NULL;
+	if (sc->done_tail)
+		sc->done_tail->next = c;
+	else
+		sc->done_head = c;
+	sc->done_tail = c;
+}
+
+static void done_push(struct scanner *sc, struct scan_cmd *c)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&sc->lock);
+	done_push_locked(sc, c);
+	pthread_mutex_unlock(&sc->lock);
+	/* Control path only; a full counter still leaves the fd readable. */
+	if (write(sc->done_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_err("scanner: cannot signal the main loop: %s", strerror(errno));
+}
+
+static void drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd);
+
+/* Whether no device write can still land in s: the flag reached all armed. */
+static int slot_settled(const struct scan_slot *s)
+{
+	uint32_t f = __atomic_load_n(s->flag, __ATOMIC_ACQUIRE);
+	return cuflag_tl_reached(f, s->armed);
+}
+
+static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
+{
+	struct scan_session *ss = c->sess;
+	struct scan_slot *s = c->op == SCAN_ADD_SESSION || c->op == SCAN_DEL_SESSION
+				      ? NULL
+				      : &ss->slots[c->slot];
+
+	switch (c->op) {
+	case SCAN_ADD_SESSION:
+		ss->list_idx = sc->nsessions;
+		ss->head_local = 0;
+		ss->live = 1;
+		sc->sessions[sc->nsessions++] = ss;
+		return 1;
+	case SCAN_DEL_SESSION:
+		for (uint32_t i = 0; i < ss->layout.nslots; i++) {
+			pending_del(sc, &ss->slots[i]);
+			/* A retiring slot's command goes back with the session's. */
+			if (ss->slots[i].retire_cmd) {
+				done_push(sc, ss->slots[i].retire_cmd);
+				ss->slots[i].retire_cmd = NULL;
+			}
+			ss->slots[i].owned = 0;
+		}
+		if (ss->live) {
+			struct scan_session *last = sc->sessions[--sc->nsessions];
+			sc->sessions[ss->list_idx] = last;
+			last->list_idx = ss->list_idx;
+			ss->live = 0;
+		}
+		return 1;
+	case SCAN_ADD_SLOT:
+		s->flag = (volatile uint32_t *)(ss->base + ss->layout.flags_off) + c->slot;
+		s->efd = c->efd;
+		s->armed = s->signalled = c->start;
+		s->pend_idx = SCAN_NOT_PENDING;
+		s->owned = 1;
+		s->retiring = 0;
+		s->sess = ss;
+		return 1;
+	case SCAN_DEL_SLOT:
+		/* Arms the client queued before it freed the slot still count. */
+		drain_queue(sc, ss, 1);
+		s->owned = 0;
+		c->final_armed = s->armed;
+		if (slot_settled(s)) {
+			pending_del(sc, s);
+			return 1;
+		}
+		/* A device write may still land: watch it, hand back when it has. */
+		s->retiring = 1;
+		s->retire_cmd = c;
+		pending_add(sc, s);
+		return 0;
+	case SCAN_SET_EFD: {
+		int old = s->efd;
+		s->efd = c->efd;
+		c->efd = old;
+		return 1;
+	}
+	}
+	return 1;
+}
+
+static void process_cmds(struct scanner *sc)
+{
+	struct scan_cmd *list;
+
+	pthread_mutex_lock(&sc->lock);
+	list = sc->cmd_head;
+	sc->cmd_head = sc->cmd_tail = NULL;
+	atomic_store_explicit(&sc->cmd_pending, 0, memory_order_release);
+	pthread_mutex_unlock(&sc->lock);
+
+	while (list) {
+		struct scan_cmd *c = list;
+		list = list->next;
+		if (apply_cmd(sc, c))
+			done_push(sc, c);
+	}
+}
+
+/* ---------------------------------------------------------------- */
+/* The hot path                                                      */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Move arms from a session's queue into the pending set. Every value read
+ * from the region is read once into a local and checked before use.
+ * An arm naming a slot the scanner does not own yet may be racing its ADD_SLOT
+ * command (the client can arm as soon as it has the reply): then stop here and
+ * retry after the commands; the tail was read before cmd_pending, so any
+ * command that preceded the arm is visible by then.
+ */
+static void drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
+{
+	uint32_t tail = atomic_load_explicit(ss->tail, memory_order_acquire);
+	uint32_t head = ss->head_local;
+	uint32_t avail = tail - head;
+	uint32_t mask = ss->layout.queue_cap - 1;
+
+	if (!avail)
+		return;
+	if (avail > ss->layout.queue_cap) {
+		/* The client wrote an impossible tail: stop reading its queue. */
+		if (!atomic_exchange_explicit(&ss->broken, 1, memory_order_relaxed))
+			atomic_fetch_add_explicit(&ss->n_bad, 1, memory_order_relaxed);
+		ss->head_local = tail;
+		return;
+	}
+	for (; head != tail; head++) {
+		struct cuflag_arm a;
+		const volatile struct cuflag_arm *e = &ss->queue[head & mask];
+		a.slot = e->slot;
+		a.target = e->target;
+		if (a.slot >= ss->layout.nslots || !ss->slots[a.slot].owned) {
+			if (a.slot < ss->layout.nslots &&
+			    (in_cmd || atomic_load_explicit(&sc->cmd_pending, memory_order_acquire)))
+				break; /* retry once the commands are applied */
+			atomic_fetch_add_explicit(&ss->n_bad, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&sc->bad_arms, 1, memory_order_relaxed);
+			continue;
+		}
+		struct scan_slot *s = &ss->slots[a.slot];
+		/* An arm behind what was signalled, or 2^31 ahead of it, is refused. */
+		if (!cuflag_tl_after(a.target, s->signalled)) {
+			if (a.target != s->signalled) {
+				atomic_fetch_add_explicit(&ss->n_bad, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&sc->bad_arms, 1, memory_order_relaxed);
+			}
+			continue;
+		}
+		if (cuflag_tl_after(a.target, s->armed))
+			s->armed = a.target;
+		pending_add(sc, s);
+		atomic_fetch_add_explicit(&ss->n_armed, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&sc->armed, 1, memory_order_relaxed);
+	}
+	ss->head_local = head;
+	atomic_store_explicit(ss->head, head, memory_order_release);
+}
+
+/* Signal every pending slot whose flag advanced. Returns completions written. */
+static uint64_t scan_pending(struct scanner *sc)
+{
+	uint64_t total = 0;
+
+	for (uint64_t i = 0; i < sc->npending;) {
+		struct scan_slot *s = sc->pending[i];
+		uint32_t f = __atomic_load_n(s->flag, __ATOMIC_ACQUIRE);
+		uint32_t due = cuflag_tl_due(f, s->armed, s->signalled);
+
+		if (s->retiring) {
+			if (cuflag_tl_reached(f, s->armed)) {
+				struct scan_cmd *c = s->retire_cmd;
+				s->retire_cmd = NULL;
+				s->retiring = 0;
+				pending_del(sc, s);
+				done_push(sc, c);
+				continue; /* slot i now holds another entry */
+			}
+			i++;
+			continue;
+		}
+		if (due) {
+			uint64_t v = due;
+			ssize_t w;
+			atomic_store_explicit(&sc->write_since_ns, cuflagd_now_ns(),
+					      memory_order_relaxed);
+			w = write(s->efd, &v, sizeof(v));
+			atomic_store_explicit(&sc->write_since_ns, 0, memory_order_relaxed);
+			if (w == (ssize_t)sizeof(v)) {
+				s->signalled += due;
+				total += due;
+				atomic_fetch_add_explicit(&sc->wakes, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
+			} else {
+				/* A counter near 2^64 or a write cut short can only be the
+				 * client's doing: stop serving it, the main thread drops it. */
+				atomic_store_explicit(&s->sess->broken, 1, memory_order_relaxed);
+				s->signalled = s->armed;
+			}
+		}
+		if (s->signalled == s->armed) {
+			pending_del(sc, s);
+			continue;
+		}
+		i++;
+	}
+	if (total)
+		atomic_fetch_add_explicit(&sc->completions, total, memory_order_relaxed);
+	return total;
+}
+
+/* Anything the scanner must look at: commands or an arm in any queue. */
+static int work_waiting(struct scanner *sc)
+{
+	if (atomic_load_explicit(&sc->cmd_pending, memory_order_acquire))
+		return 1;
+	for (uint32_t i = 0; i < sc->nsessions; i++) {
+		struct scan_session *ss = sc->sessions[i];
+		if (atomic_load_explicit(ss->tail, memory_order_acquire) != ss->head_local)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Park: publish PARKED, full fence, look again, then block. A client arms by
+ * storing its tail, a full fence, then reading the state: one of the two
+ * sides always sees the other, so either we see the arm here or the client
+ * sees PARKED and writes its wake eventfd.
+ */
+static void park(struct scanner *sc)
+{
+	struct epoll_event ev[16];
+	int n;
+
+	set_state(sc, CUFLAG_SCANNER_PARKED);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (work_waiting(sc) || atomic_load(&sc->stop)) {
+		set_state(sc, CUFLAG_SCANNER_SPINNING);
+		return;
+	}
+	atomic_fetch_add_explicit(&sc->parks, 1, memory_order_relaxed);
+	do
+		n = epoll_wait(sc->park_ep, ev, 16, -1);
+	while (n < 0 && errno == EINTR);
+	set_state(sc, CUFLAG_SCANNER_SPINNING);
+	for (int i = 0; i < n; i++) {
+		uint64_t v;
+		/* Reset the eventfd; a client may have closed its side, that is fine. */
+		if (read(ev[i].data.fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			continue;
+	}
+}
+
+static void *scanner_main(void *arg)
+{
+	struct scanner *sc = arg;
+	uint64_t idle_since = 0;
+	unsigned idle_passes = 0;
+
+	while (!atomic_load_explicit(&sc->stop, memory_order_relaxed)) {
+		if (atomic_load_explicit(&sc->stuck, memory_order_relaxed)) {
+			cpu_relax();
+			continue;
+		}
+		/* Tails before commands: see drain_queue. */
+		for (uint32_t i = 0; i < sc->nsessions; i++)
+			drain_queue(sc, sc->sessions[i], 0);
+		if (atomic_load_explicit(&sc->cmd_pending, memory_order_acquire))
+			process_cmds(sc);
+		scan_pending(sc);
+		atomic_fetch_add_explicit(&sc->passes, 1, memory_order_relaxed);
+
+		if (sc->npending) {
+			idle_passes = 0;
+			cpu_relax();
+			continue;
+		}
+		/* Nothing pending: spin for the budget, reading the clock only now and then. */
+		if (idle_passes++ == 0) {
+			idle_since = cuflagd_now_ns();
+		} else if ((idle_passes & 63) == 0 || sc->spin_ns == 0) {
+			if (cuflagd_now_ns() - idle_since >= sc->spin_ns) {
+				park(sc);
+				idle_passes = 0;
+				continue;
+			}
+		}
+		cpu_relax();
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- */
+/* Main-thread side                                                  */
+/* ---------------------------------------------------------------- */
+
+int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
+		  uint64_t max_slots, uint64_t spin_ns)
+{
+	struct scanner *sc = calloc(1, sizeof(*sc));
+	struct epoll_event ev = { .events = EPOLLIN };
+	int r;
+
+	if (!sc)
+		return -ENOMEM;
+	sc->dpage = dpage;
+	sc->spin_ns = spin_ns;
+	sc->max_sessions = max_sessions;
+	sc->max_pending = max_slots;
+	sc->cmd_efd = sc->done_efd = sc->park_ep = -1;
+	pthread_mutex_init(&sc->lock, NULL);
+	sc->sessions = calloc(max_sessions ? max_sessions : 1, sizeof(*sc->sessions));
+	sc->pending = calloc(max_slots ? max_slots : 1, sizeof(*sc->pending));
+	if (!sc->sessions || !sc->pending) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	sc->cmd_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	sc->done_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	sc->park_ep = epoll_create1(EPOLL_CLOEXEC);
+	if (sc->cmd_efd < 0 || sc->done_efd < 0 || sc->park_ep < 0) {
+		r = -errno;
+		goto fail;
+	}
+	ev.data.fd = sc->cmd_efd;
+	if (epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, sc->cmd_efd, &ev) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	set_state(sc, CUFLAG_SCANNER_SPINNING);
+	r = -pthread_create(&sc->thread, NULL, scanner_main, sc);
+	if (r)
+		goto fail;
+	pthread_setname_np(sc->thread, "cuflagd-scan");
+	*out = sc;
+	return 0;
+fail:
+	if (sc->cmd_efd >= 0)
+		close(sc->cmd_efd);
+	if (sc->done_efd >= 0)
+		close(sc->done_efd);
+	if (sc->park_ep >= 0)
+		close(sc->park_ep);
+	free(sc->sessions);
+	free(sc->pending);
+	pthread_mutex_destroy(&sc->lock);
+	free(sc);
+	return r;
+}
+
+static void kick(struct scanner *sc)
+{
+	uint64_t one = 1;
+	if (write(sc->cmd_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_err("cannot wake the scanner: %s", strerror(errno));
+}
+
+void scanner_stop(struct scanner *sc)
+{
+	if (!sc)
+		return;
+	atomic_store(&sc->stop, 1);
+	kick(sc);
+	pthread_join(sc->thread, NULL);
+	for (struct scan_cmd *c = sc->cmd_head, *n; c; c = n) {
+		n = c->next;
+		free(c);
+	}
+	for (struct scan_cmd *c = sc->done_head, *n; c; c = n) {
+		n = c->next;
+		free(c);
+	}
+	close(sc->cmd_efd);
+	close(sc->done_efd);
+	close(sc->park_ep);
+	free(sc->sessions);
+	free(sc->pending);
+	pthread_mutex_destroy(&sc->lock);
+	free(sc);
+}
+
+void scanner_submit(struct scanner *sc, struct scan_cmd *cmd)
+{
+	cmd->next = NULL;
+	pthread_mutex_lock(&sc->lock);
+	if (sc->cmd_tail)
+		sc->cmd_tail->next = cmd;
+	else
+		sc->cmd_head = cmd;
+	sc->cmd_tail = cmd;
+	atomic_store_explicit(&sc->cmd_pending, 1, memory_order_release);
+	pthread_mutex_unlock(&sc->lock);
+	/* Same Dekker pairing as a client's arm: wake only a parked scanner. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit((_Atomic uint32_t *)&sc->dpage->scanner_state,
+				 memory_order_relaxed) == CUFLAG_SCANNER_PARKED)
+		kick(sc);
+}
+
+int scanner_watch_wakefd(struct scanner *sc, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+	return epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+void scanner_unwatch_wakefd(struct scanner *sc, int fd)
+{
+	if (epoll_ctl(sc->park_ep, EPOLL_CTL_DEL, fd, NULL) < 0)
+		log_err("cannot remove a wake eventfd from the park set: %s", strerror(errno));
+}
+
+int scanner_done_fd(const struct scanner *sc)
+{
+	return sc->done_efd;
+}
+
+struct scan_cmd *scanner_take_done(struct scanner *sc)
+{
+	struct scan_cmd *list;
+	uint64_t v;
+
+	if (read(sc->done_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_err("scanner done fd: %s", strerror(errno));
+	pthread_mutex_lock(&sc->lock);
+	list = sc->done_head;
+	sc->done_head = sc->done_tail = NULL;
+	pthread_mutex_unlock(&sc->lock);
+	return list;
+}
+
+void scanner_get_stats(struct scanner *sc, struct scanner_stats *st)
+{
+	st->passes = atomic_load_explicit(&sc->passes, memory_order_relaxed);
+	st->wakes = atomic_load_explicit(&sc->wakes, memory_order_relaxed);
+	st->completions = atomic_load_explicit(&sc->completions, memory_order_relaxed);
+	st->parks = atomic_load_explicit(&sc->parks, memory_order_relaxed);
+	st->armed = atomic_load_explicit(&sc->armed, memory_order_relaxed);
+	st->bad_arms = atomic_load_explicit(&sc->bad_arms, memory_order_relaxed);
+	st->state = atomic_load_explicit((_Atomic uint32_t *)&sc->dpage->scanner_state,
+					 memory_order_relaxed);
+	st->pending = 0;
+}
+
+uint64_t scanner_write_since_ns(struct scanner *sc)
+{
+	return atomic_load_explicit(&sc->write_since_ns, memory_order_relaxed);
+}
+
+pthread_t scanner_thread(const struct scanner *sc)
+{
+	return sc->thread;
+}
+
+uint64_t scanner_heartbeat(struct scanner *sc)
+{
+	return atomic_load_explicit(&sc->passes, memory_order_relaxed);
+}
+
+void scanner_set_stuck(struct scanner *sc, int stuck)
+{
+	atomic_store(&sc->stuck, stuck);
+	kick(sc);
+}

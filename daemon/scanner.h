@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scanner: one thread for every client. It moves arms from each region's
+ * queue into its private pending set, watches the flags of pending slots with
+ * plain loads, and writes a slot's eventfd when its flag advances.
+ *
+ * The main thread never touches scanner state directly: it hands changes over
+ * as commands (a list under a mutex, flagged by one atomic the scanner reads
+ * once per pass), and the scanner hands each command back once it is applied,
+ * through an eventfd the main loop polls. Only then does the main thread close
+ * what the scanner could still have written (eventfds) or read (regions).
+ */
+#ifndef CUFLAGD_SCANNER_H
+#define CUFLAGD_SCANNER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cuflag-proto.h"
+#include "proto.h"
+
+/* One slot as the scanner sees it. Owned by the scanner once handed over. */
+struct scan_slot {
+	volatile uint32_t *flag;
+	int efd;
+	uint32_t armed;     /* highest target armed */
+	uint32_t signalled; /* value up to which completions were written */
+	uint32_t pend_idx;  /* index in the pending set, or SCAN_NOT_PENDING */
+	uint8_t owned;      /* allocated to the client: arms are accepted */
+	uint8_t retiring;   /* freed, waiting for the flag to reach armed */
+	uint16_t reserved;
+	struct scan_session *sess;
+	struct scan_cmd *retire_cmd; /* handed back once the flag lands */
+};
+#define SCAN_NOT_PENDING UINT32_MAX
+
+/* One client's region as the scanner sees it. */
+struct scan_session {
+	struct cuflag_region_layout layout;
+	uint8_t *base;              /* daemon's mapping of the region */
+	_Atomic uint32_t *head;     /* daemon-written consumer index */
+	_Atomic uint32_t *tail;     /* client-written producer index */
+	struct cuflag_arm *queue;
+	uint32_t head_local;        /* the truth of head, private */
+	uint32_t list_idx;          /* index in the scanner's session list */
+	struct scan_slot *slots;    /* layout.nslots */
+	uint32_t pending;           /* slots of this session in the pending set */
+	uint8_t live;               /* in the scanner's list */
+	/* Counters the main thread reads. */
+	_Atomic uint64_t n_armed;
+	_Atomic uint64_t n_wakes;
+	_Atomic uint64_t n_bad;     /* arms refused */
+	_Atomic uint32_t n_pending;
+	_Atomic int broken;         /* the queue indices are impossible: drop it */
+};
+
+enum scan_op {
+	SCAN_ADD_SESSION,
+	SCAN_DEL_SESSION,
+	SCAN_ADD_SLOT,   /* slot, start, efd */
+	SCAN_DEL_SLOT,   /* slot; handed back once no write can still land */
+	SCAN_SET_EFD,    /* slot, efd; the old one comes back in efd */
+};
+
+struct scan_cmd {
+	enum scan_op op;
+	struct scan_session *sess;
+	uint32_t slot;
+	uint32_t start;
+	int efd;
+	uint32_t final_armed; /* DEL_SLOT: the slot's last armed value */
+	void *owner;          /* the main thread's context for the reply */
+	struct scan_cmd *next;
+};
+
+struct scanner_stats {
+	uint64_t passes, wakes, completions, parks, armed, bad_arms;
+	uint32_t pending;
+	uint32_t state;
+};
+
+struct scanner;
+
+/*
+ * Start the scanner thread. dpage: the daemon page it publishes its state in.
+ * max_sessions and max_slots size its private arrays once, here: the loop
+ * never allocates. spin_ns: how long it spins with nothing pending before it
+ * parks. 0 or a negative errno.
+ */
+int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
+		  uint64_t max_slots, uint64_t spin_ns);
+
+/* Stop and join the thread; every command not handed back is dropped. */
+void scanner_stop(struct scanner *sc);
+
+/* Queue a command; the scanner is woken if parked. */
+void scanner_submit(struct scanner *sc, struct scan_cmd *cmd);
+
+/* Register / unregister a session's wake eventfd in the park set. */
+int scanner_watch_wakefd(struct scanner *sc, int fd);
+void scanner_unwatch_wakefd(struct scanner *sc, int fd);
+
+/* The eventfd the main loop polls: readable when commands were handed back. */
+int scanner_done_fd(const struct scanner *sc);
+
+/* Take the list of commands handed back (oldest first); drains done_fd. */
+struct scan_cmd *scanner_take_done(struct scanner *sc);
+
+void scanner_get_stats(struct scanner *sc, struct scanner_stats *st);
+
+/* Passes so far: the watchdog pings only while this moves or the scanner is parked. */
+uint64_t scanner_heartbeat(struct scanner *sc);
+
+/* Start of the eventfd write in progress (CLOCK_MONOTONIC ns), or 0. */
+uint64_t scanner_write_since_ns(struct scanner *sc);
+pthread_t scanner_thread(const struct scanner *sc);
+
+/* Test hook: make the scanner stop making passes (it spins without scanning). */
+void scanner_set_stuck(struct scanner *sc, int stuck);
+
+#endif

@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: MIT */
+#include "server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "fdpass.h"
+#include "notify.h"
+#include "proto.h"
+
+/* Connections beyond the region limit, for cuflagctl and refused clients. */
+#define EXTRA_CONNECTIONS 64
+/* Main-loop tick: watchdogs, dropping broken clients, status. */
+#define TICK_MS 100
+/* An eventfd write taking longer than this means a client made it block. */
+#define WRITE_STALL_NS (50u * 1000000u)
+
+int server_reply(struct session *s, uint16_t type, uint32_t req_id, int32_t status,
+		 const void *body, uint32_t blen, const int *fds, unsigned nfds)
+{
+	uint8_t buf[CUFLAG_MSG_MAX];
+	struct cuflag_msg_hdr h;
+
+	if (s->fd < 0)
+		return -EPIPE;
+	if (blen > sizeof(buf) - sizeof(h))
+		return -EMSGSIZE;
+	cuflag_hdr_init(&h, type | CUFLAG_MSG_REPLY, (uint32_t)sizeof(h) + blen, req_id, status,
+			(uint16_t)nfds);
+	memcpy(buf, &h, sizeof(h));
+	if (blen)
+		memcpy(buf + sizeof(h), body, blen);
+	/* Never block on a client: a full socket means it does not read. */
+	return cuflag_send_msg(s->fd, buf, sizeof(h) + blen, fds, nfds, MSG_DONTWAIT);
+}
+
+/* ---------------------------------------------------------------- */
+/* The listening socket                                              */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Whether a daemon answers on path. A socket file nobody listens on is stale
+ * (ECONNREFUSED) and may be replaced; a live one is never stolen.
+ */
+static int socket_is_live(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int live;
+
+	if (fd < 0)
+		return -errno;
+	strncpy(a.sun_path, path, sizeof(a.sun_path) - 1);
+	live = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 1
+	       : errno == ECONNREFUSED || errno == ENOENT ? 0 : -errno;
+	close(fd);
+	return live;
+}
+
+static int listen_on_path(struct server *srv, const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct stat st;
+	mode_t old;
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(a.sun_path, path);
+	if (!strcmp(path, CUFLAGD_DEFAULT_SOCKET) && mkdir("/run/cuflagd", 0755) < 0 &&
+	    errno != EEXIST)
+		log_warn("cannot create /run/cuflagd: %s", strerror(errno));
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			log_err("%s exists and is not a socket; not replacing it", path);
+			return -EEXIST;
+		}
+		rc = socket_is_live(path);
+		if (rc > 0) {
+			log_err("%s: another daemon is listening there", path);
+			return -EADDRINUSE;
+		}
+		if (rc < 0) {
+			log_err("%s: cannot tell whether it is in use: %s", path, strerror(-rc));
+			return rc;
+		}
+		log_notice("%s: replacing a stale socket", path);
+		if (unlink(path) < 0 && errno != ENOENT)
+			return -errno;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* Created 0660 from the start: no window where it is wider. */
+	old = umask(0117);
+	rc = bind(fd, (struct sockaddr *)&a, sizeof(a));
+	umask(old);
+	if (rc < 0 || listen(fd, 128) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	srv->unlink_path = path;
+	return fd;
+}
+
+/* ---------------------------------------------------------------- */
+/* Loop                                                              */
+/* ---------------------------------------------------------------- */
+
+static int ep_add(struct server *srv, int fd, void *tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
+	return epoll_ctl(srv->ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+static void on_accept(struct server *srv)
+{
+	for (;;) {
+		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && cuflagd_ratelimit_ok(&srv->rl))
+				log_err("accept: %s", strerror(errno));
+			return;
+		}
+		if (srv->nconn >= srv->cfg->max_clients + EXTRA_CONNECTIONS) {
+			struct ucred c = { 0 };
+			socklen_t l = sizeof(c);
+			getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &l);
+			if (cuflagd_ratelimit_ok(&srv->rl))
+				log_warn("connection from pid=%d uid=%u refused: too many connections "
+					 "(%u)",
+					 (int)c.pid, (unsigned)c.uid, srv->nconn);
+			close(fd);
+			continue;
+		}
+		struct session *s = session_new(srv, fd);
+		if (!s || ep_add(srv, fd, s)) {
+			log_err("cannot take a connection: out of memory");
+			free(s);
+			close(fd);
+			continue;
+		}
+		s->next = srv->sessions;
+		if (srv->sessions)
+			srv->sessions->prev = s;
+		srv->sessions = s;
+		srv->nconn++;
+		log_debug("client %u pid=%d uid=%u: connection", s->id, (int)s->pid,
+			  (unsigned)s->uid);
+	}
+}
+
+static void on_scanner_done(struct server *srv)
+{
+	struct scan_cmd *list = scanner_take_done(srv->sc);
+
+	while (list) {
+		struct scan_cmd *c = list;
+		list = list->next;
+		session_on_done(srv, c->owner, c);
+	}
+}
+
+static void on_tick(struct server *srv)
+{
+	uint64_t v, now = cuflagd_now_ms();
+	uint64_t since;
+
+	if (read(srv->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_err("timerfd: %s", strerror(errno));
+
+	/* A client that made its eventfd blocking and full holds the scanner in
+	 * write(): interrupt it; the scanner then marks that client broken. */
+	since = scanner_write_since_ns(srv->sc);
+	if (since && cuflagd_now_ns() - since > WRITE_STALL_NS)
+		pthread_kill(scanner_thread(srv->sc), SIGUSR2);
+
+	for (struct session *s = srv->sessions, *n; s; s = n) {
+		n = s->next;
+		if (s->scan && !s->dead && atomic_load(&s->scan->broken))
+			session_drop(srv, s, -EPROTO,
+				     "arm queue corrupted or eventfd made unwritable");
+	}
+
+	/* Watchdog: ping only while the scanner makes passes or sits parked. */
+	if (srv->watchdog_usec && now - srv->last_ping_ms >= srv->watchdog_usec / 2000) {
+		struct scanner_stats st;
+		uint64_t hb = scanner_heartbeat(srv->sc);
+		scanner_get_stats(srv->sc, &st);
+		if (hb != srv->last_heartbeat || st.state == CUFLAG_SCANNER_PARKED) {
+			notify_watchdog_ping();
+			srv->last_ping_ms = now;
+		} else if (cuflagd_ratelimit_ok(&srv->rl)) {
+			log_err("scanner made no pass since the last check: watchdog not pinged");
+		}
+		srv->last_heartbeat = hb;
+	}
+
+	if (now - srv->last_status_ms >= 2000) {
+		struct scanner_stats st;
+		uint32_t clients = 0;
+		uint64_t pending = 0;
+		scanner_get_stats(srv->sc, &st);
+		for (struct session *s = srv->sessions; s; s = s->next) {
+			if (!s->scan || s->dead)
+				continue;
+			clients++;
+			pending += atomic_load_explicit(&s->scan->n_pending, memory_order_relaxed);
+		}
+		notify_status("%u clients, %llu armed slots, %.0f wakes/s", clients,
+			      (unsigned long long)pending,
+			      (double)(st.wakes - srv->last_wakes) * 1000.0 /
+				      (double)(now - srv->last_status_ms));
+		srv->last_wakes = st.wakes;
+		srv->last_status_ms = now;
+	}
+}
+
+static int on_signal(struct server *srv)
+{
+	struct signalfd_siginfo si;
+
+	while (read(srv->sig_fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGUSR1 && srv->cfg->test_hooks) {
+			static int stuck;
+			stuck = !stuck;
+			log_notice("test hook: scanner %s", stuck ? "frozen" : "released");
+			scanner_set_stuck(srv->sc, stuck);
+			continue;
+		}
+		if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) {
+			log_notice("signal %u: shutting down", si.ssi_signo);
+			srv->stopping = 1;
+		}
+	}
+	return 0;
+}
+
+static void on_sigusr2(int sig)
+{
+	(void)sig; /* only interrupts the scanner's blocked write */
+}
+
+int server_init(struct server *srv, const struct cuflagd_config *cfg)
+{
+	struct sigaction sa = { .sa_handler = on_sigusr2 };
+	struct itimerspec its = { .it_interval = { 0, TICK_MS * 1000000L },
+				  .it_value = { 0, TICK_MS * 1000000L } };
+	sigset_t mask;
+	int rc;
+
+	memset(srv, 0, sizeof(*srv));
+	srv->cfg = cfg;
+	srv->ep = srv->listen_fd = srv->sig_fd = srv->timer_fd = -1;
+	srv->dp.fd = -1;
+	srv->tag_listen = EP_LISTEN;
+	srv->tag_signal = EP_SIGNAL;
+	srv->tag_timer = EP_TIMER;
+	srv->tag_scanner = EP_SCANNER;
+	srv->rl = (struct cuflagd_ratelimit){ .interval_ms = 1000, .burst = 20 };
+	srv->start_ms = srv->last_status_ms = srv->last_ping_ms = cuflagd_now_ms();
+	if (getrandom(&srv->epoch, sizeof(srv->epoch), 0) != sizeof(srv->epoch))
+		srv->epoch = cuflagd_now_ns() ^ ((uint64_t)getpid() << 32);
+
+	/* Signals: the scanner inherits this mask; SIGUSR2 stays deliverable. */
+	signal(SIGPIPE, SIG_IGN);
+	sigaction(SIGUSR2, &sa, NULL); /* no SA_RESTART: write() returns EINTR */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+
+	rc = daemon_page_create(&srv->dp, srv->epoch);
+	if (rc) {
+		log_err("cannot create the daemon page: %s", strerror(-rc));
+		return rc;
+	}
+	rc = scanner_start(&srv->sc, srv->dp.page, cfg->max_clients,
+			   (uint64_t)cfg->max_clients * cfg->slots_per_client,
+			   cfg->spin_us * 1000u);
+	if (rc) {
+		log_err("cannot start the scanner: %s", strerror(-rc));
+		return rc;
+	}
+
+	srv->listen_fd = cfg->socket_path ? -1 : notify_listen_fd();
+	if (srv->listen_fd >= 0) {
+		log_info("using the socket passed by the service manager");
+	} else {
+		const char *path = cfg->socket_path ? cfg->socket_path : CUFLAGD_DEFAULT_SOCKET;
+		srv->listen_fd = listen_on_path(srv, path);
+		if (srv->listen_fd < 0) {
+			log_err("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
+			return srv->listen_fd;
+		}
+		log_info("listening on %s", path);
+	}
+	srv->sig_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	srv->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	srv->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (srv->sig_fd < 0 || srv->timer_fd < 0 || srv->ep < 0)
+		return -errno;
+	if (timerfd_settime(srv->timer_fd, 0, &its, NULL) < 0)
+		return -errno;
+	if ((rc = ep_add(srv, srv->listen_fd, &srv->tag_listen)) ||
+	    (rc = ep_add(srv, srv->sig_fd, &srv->tag_signal)) ||
+	    (rc = ep_add(srv, srv->timer_fd, &srv->tag_timer)) ||
+	    (rc = ep_add(srv, scanner_done_fd(srv->sc), &srv->tag_scanner)))
+		return rc;
+	srv->watchdog_usec = notify_watchdog_usec();
+	return 0;
+}
+
+int server_run(struct server *srv)
+{
+	struct epoll_event ev[64];
+
+	notify_ready();
+	log_notice("ready: max %u clients x %u slots, spin %llu us, epoch %016llx",
+		   srv->cfg->max_clients, srv->cfg->slots_per_client,
+		   (unsigned long long)srv->cfg->spin_us, (unsigned long long)srv->epoch);
+	while (!srv->stopping) {
+		int n = epoll_wait(srv->ep, ev, 64, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			log_err("epoll_wait: %s", strerror(errno));
+			return -errno;
+		}
+		for (int i = 0; i < n && !srv->stopping; i++) {
+			int kind = *(int *)ev[i].data.ptr;
+			switch (kind) {
+			case EP_LISTEN:
+				on_accept(srv);
+				break;
+			case EP_SIGNAL:
+				on_signal(srv);
+				break;
+			case EP_TIMER:
+				on_tick(srv);
+				break;
+			case EP_SCANNER:
+				on_scanner_done(srv);
+				break;
+			case EP_CLIENT: {
+				struct session *s = ev[i].data.ptr;
+				/* A session freed earlier in this batch is never in ev: a
+				 * freed session had its fd removed before it was freed,
+				 * and frees only happen on scanner hand-back below. */
+				if (!s->dead)
+					session_on_readable(srv, s);
+				break;
+			}
+			}
+		}
+	}
+	notify_stopping();
+	return 0;
+}
+
+void server_fini(struct server *srv)
+{
+	/* Stop the scanner first: then nothing else reads a region. */
+	if (srv->sc)
+		scanner_stop(srv->sc);
+	srv->sc = NULL;
+	for (struct session *s = srv->sessions, *n; s; s = n) {
+		n = s->next;
+		if (s->fd >= 0)
+			close(s->fd);
+		if (s->slot_efd)
+			for (uint32_t i = 0; i < s->nslots; i++)
+				if (s->slot_efd[i] >= 0)
+					close(s->slot_efd[i]);
+		if (s->wake_fd >= 0)
+			close(s->wake_fd);
+		region_destroy(&s->region);
+		free(s->slot_state);
+		free(s->slot_efd);
+		free(s->next_start);
+		free(s->free_stack);
+		free(s->scan);
+		free(s);
+	}
+	srv->sessions = NULL;
+	if (srv->listen_fd >= 0)
+		close(srv->listen_fd);
+	if (srv->unlink_path)
+		unlink(srv->unlink_path);
+	if (srv->sig_fd >= 0)
+		close(srv->sig_fd);
+	if (srv->timer_fd >= 0)
+		close(srv->timer_fd);
+	if (srv->ep >= 0)
+		close(srv->ep);
+	daemon_page_destroy(&srv->dp);
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/* cuflagd's main thread: the listening socket and one epoll loop. */
+#ifndef CUFLAGD_SERVER_H
+#define CUFLAGD_SERVER_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "log.h"
+#include "region.h"
+#include "scanner.h"
+#include "session.h"
+
+enum ep_kind { EP_LISTEN = 1, EP_SIGNAL, EP_TIMER, EP_SCANNER, EP_CLIENT };
+
+struct server {
+	const struct cuflagd_config *cfg;
+	int ep;
+	int listen_fd;
+	int listen_kind;     /* where we must not touch again: EP_LISTEN tag */
+	const char *unlink_path; /* socket file we created, removed at exit */
+	int sig_fd;
+	int timer_fd;
+	struct scanner *sc;
+	struct daemon_page dp;
+	uint64_t epoch;
+	uint64_t start_ms;
+	struct session *sessions;   /* every connection, live or dying */
+	uint32_t nconn;             /* open sockets */
+	uint32_t nregions;          /* sessions holding a region */
+	uint32_t next_id;
+	uint64_t dropped;
+	int stopping;
+	/* Watchdog and status. */
+	uint64_t watchdog_usec;
+	uint64_t last_heartbeat;
+	uint64_t last_ping_ms;
+	uint64_t last_status_ms;
+	uint64_t last_wakes;
+	struct cuflagd_ratelimit rl;  /* lines a client can trigger */
+	int tag_listen, tag_signal, tag_timer, tag_scanner;
+};
+
+/* Set up everything (socket, scanner, loop). 0 or a negative errno. */
+int server_init(struct server *srv, const struct cuflagd_config *cfg);
+/* Run until SIGINT/SIGTERM. 0 or a negative errno. */
+int server_run(struct server *srv);
+void server_fini(struct server *srv);
+
+/* Send a reply; a client whose socket is full is dropped by the caller. */
+int server_reply(struct session *s, uint16_t type, uint32_t req_id, int32_t status,
+		 const void *body, uint32_t blen, const int *fds, unsigned nfds);
+
+#endif

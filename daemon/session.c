@@ -1,0 +1,623 @@
+/* SPDX-License-Identifier: MIT */
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fdpass.h"
+#include "proto.h"
+#include "server.h"
+
+/* A freed slot's next timeline starts this far past its last armed value,
+ * so a write from the old timeline that lands late reads as "behind". */
+#define RESTART_GAP (1u << 30)
+
+/* Requests served per readiness, so one busy client cannot starve the loop. */
+#define MAX_MSGS_PER_WAKE 64
+
+#define slog(prio, s, fmt, ...)                                                            \
+	cuflagd_log(prio, "client %u pid=%d uid=%u: " fmt, (s)->id, (int)(s)->pid,            \
+		    (unsigned)(s)->uid, ##__VA_ARGS__)
+
+struct session *session_new(struct server *srv, int fd)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (!s)
+		return NULL;
+	s->ep_kind = EP_CLIENT;
+	s->fd = fd;
+	s->wake_fd = -1;
+	s->region.fd = -1;
+	s->id = ++srv->next_id;
+	s->connected_ms = cuflagd_now_ms();
+	s->tokens = srv->cfg->msg_rate;
+	s->tokens_ms = s->connected_ms;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+		s->pid = cred.pid;
+		s->uid = cred.uid;
+		s->gid = cred.gid;
+	} else {
+		s->pid = -1;
+		s->uid = s->gid = (uid_t)-1;
+	}
+	return s;
+}
+
+/* Send an error reply (status < 0) with a reason. */
+static int reply_error(struct server *srv, struct session *s, uint16_t type, uint32_t req_id,
+		       int err, const char *reason)
+{
+	struct cuflag_msg_error e;
+	size_t n = strlen(reason);
+
+	(void)srv;
+	if (n >= sizeof(e.reason))
+		n = sizeof(e.reason) - 1;
+	memcpy(e.reason, reason, n);
+	e.reason[n] = 0;
+	return server_reply(s, type, req_id, err, &e, (uint32_t)n + 1, NULL, 0);
+}
+
+/* A request refused for a limit: error reply, one log line, the client stays. */
+static int refuse(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h, int err,
+		  const char *why)
+{
+	if (cuflagd_ratelimit_ok(&srv->rl))
+		slog(LOG_WARNING, s, "request %u refused: %s (%s)", h->type, why, strerror(-err));
+	return reply_error(srv, s, h->type, h->req_id, err, why);
+}
+
+static void free_slots(struct session *s)
+{
+	free(s->slot_state);
+	free(s->slot_efd);
+	free(s->next_start);
+	free(s->free_stack);
+	free(s->scan);
+	s->slot_state = NULL;
+	s->slot_efd = NULL;
+	s->next_start = NULL;
+	s->free_stack = NULL;
+	s->scan = NULL;
+	s->nslots = s->nfree = 0;
+}
+
+static void session_free(struct session *s)
+{
+	free_slots(s);
+	free(s);
+}
+
+static void unlink_session(struct server *srv, struct session *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		srv->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+}
+
+void session_drop(struct server *srv, struct session *s, int err, const char *why)
+{
+	if (s->dead)
+		return;
+	if (why) {
+		srv->dropped++;
+		if (cuflagd_ratelimit_ok(&srv->rl))
+			slog(LOG_WARNING, s, "dropped: %s%s%s", why, err ? ": " : "",
+			     err ? strerror(-err) : "");
+	} else {
+		slog(LOG_DEBUG, s, "hung up");
+	}
+	s->dead = 1;
+	if (s->fd >= 0) {
+		epoll_ctl(srv->ep, EPOLL_CTL_DEL, s->fd, NULL);
+		close(s->fd);
+		s->fd = -1;
+		srv->nconn--;
+	}
+	if (!s->scan) {
+		unlink_session(srv, s);
+		session_free(s);
+		return;
+	}
+	/* The scanner may be reading the region right now: it lets go first. */
+	struct scan_cmd *c = calloc(1, sizeof(*c));
+	if (!c) {
+		/* Without a command the region must stay; it is reclaimed at exit. */
+		slog(LOG_ERR, s, "out of memory while dropping; region kept until exit");
+		return;
+	}
+	c->op = SCAN_DEL_SESSION;
+	c->sess = s->scan;
+	c->owner = s;
+	scanner_submit(srv->sc, c);
+}
+
+/* ---------------------------------------------------------------- */
+/* Requests                                                          */
+/* ---------------------------------------------------------------- */
+
+static int on_hello(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h,
+		    const struct cuflag_msg_hello *m)
+{
+	const struct cuflagd_config *cfg = srv->cfg;
+	struct cuflag_msg_hello_reply r;
+	uint32_t same_uid = 0;
+	int fds[3], rc;
+
+	if (s->hello_done)
+		return -EPROTO;
+	if (m->version_min > CUFLAG_PROTO_VERSION || m->version_max < CUFLAG_PROTO_VERSION) {
+		reply_error(srv, s, h->type, h->req_id, -EPROTONOSUPPORT,
+			    "no protocol version in common");
+		return -EPROTONOSUPPORT;
+	}
+	if (srv->nregions >= cfg->max_clients)
+		return refuse(srv, s, h, -EUSERS, "max-clients reached");
+	for (struct session *o = srv->sessions; o; o = o->next)
+		if (o->scan && !o->dead && o->uid == s->uid)
+			same_uid++;
+	if (same_uid >= cfg->max_clients_per_uid)
+		return refuse(srv, s, h, -EUSERS, "max-clients-per-uid reached");
+
+	s->nslots = cfg->slots_per_client;
+	s->slot_state = calloc(s->nslots, 1);
+	s->slot_efd = malloc(sizeof(int) * s->nslots);
+	s->next_start = calloc(s->nslots, sizeof(uint32_t));
+	s->free_stack = malloc(sizeof(uint32_t) * s->nslots);
+	s->scan = calloc(1, sizeof(*s->scan) + sizeof(struct scan_slot) * s->nslots);
+	if (!s->slot_state || !s->slot_efd || !s->next_start || !s->free_stack || !s->scan)
+		goto nomem;
+	/* Low ids first: popped from the top of the stack. */
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		s->slot_efd[i] = -1;
+		s->free_stack[i] = s->nslots - 1 - i;
+	}
+	s->nfree = s->nslots;
+	rc = region_create(&s->region, s->nslots, cfg->queue_size);
+	if (rc) {
+		slog(LOG_ERR, s, "cannot create a region: %s", strerror(-rc));
+		free_slots(s);
+		return reply_error(srv, s, h->type, h->req_id, rc, "cannot create a region");
+	}
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->wake_fd < 0) {
+		rc = -errno;
+		goto undo;
+	}
+	rc = scanner_watch_wakefd(srv->sc, s->wake_fd);
+	if (rc) {
+		close(s->wake_fd);
+		s->wake_fd = -1;
+		goto undo;
+	}
+
+	struct scan_session *ss = s->scan;
+	ss->layout = s->region.layout;
+	ss->base = s->region.map;
+	ss->head = (_Atomic uint32_t *)(ss->base + ss->layout.head_off);
+	ss->tail = (_Atomic uint32_t *)(ss->base + ss->layout.tail_off);
+	ss->queue = (struct cuflag_arm *)(ss->base + ss->layout.queue_off);
+	ss->slots = (struct scan_slot *)(ss + 1);
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		ss->slots[i].pend_idx = SCAN_NOT_PENDING;
+		ss->slots[i].efd = -1;
+		ss->slots[i].sess = ss;
+	}
+
+	memset(&r, 0, sizeof(r));
+	r.version = CUFLAG_PROTO_VERSION;
+	r.slab = CUFLAG_SLAB_MEMFD;
+	r.epoch = srv->epoch;
+	r.region_size = s->region.layout.size;
+	r.nslots = s->region.layout.nslots;
+	r.queue_cap = s->region.layout.queue_cap;
+	r.head_off = s->region.layout.head_off;
+	r.tail_off = s->region.layout.tail_off;
+	r.queue_off = s->region.layout.queue_off;
+	r.flags_off = s->region.layout.flags_off;
+	r.page_size = (uint32_t)srv->dp.size;
+	r.client_id = s->id;
+	fds[0] = s->region.fd;
+	fds[1] = srv->dp.fd;
+	fds[2] = s->wake_fd;
+
+	/* The scanner learns of the region before the client can arm in it. */
+	struct scan_cmd *c = calloc(1, sizeof(*c));
+	if (!c)
+		goto nomem_undo;
+	c->op = SCAN_ADD_SESSION;
+	c->sess = ss;
+	c->owner = s;
+	scanner_submit(srv->sc, c);
+	s->hello_done = 1;
+	srv->nregions++;
+	rc = server_reply(s, h->type, h->req_id, 0, &r, sizeof(r), fds, 3);
+	/* The client holds the region now; the daemon keeps only its mapping. */
+	close(s->region.fd);
+	s->region.fd = -1;
+	if (rc)
+		return rc;
+	slog(LOG_INFO, s, "connected: %u slots, region %llu bytes", s->nslots,
+	     (unsigned long long)s->region.layout.size);
+	return 0;
+
+nomem_undo:
+	rc = -ENOMEM;
+undo:
+	if (s->wake_fd >= 0) {
+		scanner_unwatch_wakefd(srv->sc, s->wake_fd);
+		close(s->wake_fd);
+		s->wake_fd = -1;
+	}
+	region_destroy(&s->region);
+	free_slots(s);
+	slog(LOG_ERR, s, "cannot set up the client: %s", strerror(-rc));
+	return reply_error(srv, s, h->type, h->req_id, rc, "cannot set up the client");
+nomem:
+	free_slots(s);
+	return refuse(srv, s, h, -ENOMEM, "out of memory");
+}
+
+static int on_alloc(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h,
+		    const struct cuflag_msg_alloc *m)
+{
+	struct cuflag_msg_alloc_reply r;
+	int fds[CUFLAG_BATCH_MAX];
+	struct scan_cmd *cmds[CUFLAG_BATCH_MAX];
+	uint32_t n = m->count, i;
+	int rc;
+
+	if (m->count > s->nfree)
+		return refuse(srv, s, h, -ENOSPC, "slots-per-client reached");
+	memset(&r, 0, sizeof(r));
+	for (i = 0; i < n; i++) {
+		fds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		cmds[i] = calloc(1, sizeof(*cmds[i]));
+		if (fds[i] < 0 || !cmds[i]) {
+			rc = fds[i] < 0 ? -errno : -ENOMEM;
+			if (fds[i] >= 0)
+				close(fds[i]);
+			free(cmds[i]);
+			while (i--) {
+				close(fds[i]);
+				free(cmds[i]);
+			}
+			slog(LOG_ERR, s, "cannot allocate slots: %s", strerror(-rc));
+			return reply_error(srv, s, h->type, h->req_id, rc,
+					   rc == -EMFILE || rc == -ENFILE ? "daemon out of fds"
+									  : "out of memory");
+		}
+	}
+	for (i = 0; i < n; i++) {
+		uint32_t id = s->free_stack[--s->nfree];
+		uint32_t start = s->next_start[id];
+		s->slot_state[id] = SLOT_LIVE;
+		s->slot_efd[id] = fds[i];
+		s->nlive++;
+		/* The starting value is written here and recorded by the scanner:
+		 * never read back from the flag, so an early device write counts. */
+		region_set_flag(&s->region, id, start);
+		cmds[i]->op = SCAN_ADD_SLOT;
+		cmds[i]->sess = s->scan;
+		cmds[i]->slot = id;
+		cmds[i]->start = start;
+		cmds[i]->efd = fds[i];
+		cmds[i]->owner = s;
+		scanner_submit(srv->sc, cmds[i]);
+		r.grants[i].id = id;
+		r.grants[i].start = start;
+	}
+	r.count = n;
+	return server_reply(s, h->type, h->req_id, 0, &r,
+			    (uint32_t)(8 + n * sizeof(struct cuflag_slot_grant)), fds, n);
+}
+
+static int on_free(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h,
+		   const uint32_t *ids, uint32_t count)
+{
+	/* Check every id first: a bad batch frees nothing. */
+	for (uint32_t i = 0; i < count; i++) {
+		if (ids[i] >= s->nslots || s->slot_state[ids[i]] != SLOT_LIVE)
+			return refuse(srv, s, h, -EINVAL, "FREE names a slot the client does not hold");
+		for (uint32_t j = 0; j < i; j++)
+			if (ids[j] == ids[i])
+				return refuse(srv, s, h, -EINVAL, "FREE names a slot twice");
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		struct scan_cmd *c = calloc(1, sizeof(*c));
+		if (!c)
+			return refuse(srv, s, h, -ENOMEM, "out of memory");
+		s->slot_state[ids[i]] = SLOT_RETIRING;
+		s->nlive--;
+		c->op = SCAN_DEL_SLOT;
+		c->sess = s->scan;
+		c->slot = ids[i];
+		c->owner = s;
+		scanner_submit(srv->sc, c);
+	}
+	return server_reply(s, h->type, h->req_id, 0, NULL, 0, NULL, 0);
+}
+
+/* Whether fd is an eventfd (and not, say, a pipe that could block us). */
+static int is_eventfd(int fd)
+{
+	char path[64], target[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return 0;
+	target[n] = 0;
+	return !strcmp(target, "anon_inode:[eventfd]");
+}
+
+static int on_bind(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h,
+		   const struct cuflag_msg_bind *m, int *fd)
+{
+	int fl;
+	struct scan_cmd *c;
+
+	if (m->id >= s->nslots || s->slot_state[m->id] != SLOT_LIVE)
+		return refuse(srv, s, h, -EINVAL, "BIND names a slot the client does not hold");
+	if (!is_eventfd(*fd))
+		return refuse(srv, s, h, -EBADF, "BIND: the fd is not an eventfd");
+	/* The scanner must never block on it; a client that clears the flag
+	 * later is caught by the write watchdog (server.c). */
+	fl = fcntl(*fd, F_GETFL);
+	if (fl < 0 || fcntl(*fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return refuse(srv, s, h, -EBADF, "BIND: cannot make the eventfd non-blocking");
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return refuse(srv, s, h, -ENOMEM, "out of memory");
+	c->op = SCAN_SET_EFD;
+	c->sess = s->scan;
+	c->slot = m->id;
+	c->efd = *fd;
+	c->owner = s;
+	s->slot_efd[m->id] = *fd;
+	*fd = -1; /* owned by the slot now; the old one closes when handed back */
+	scanner_submit(srv->sc, c);
+	return server_reply(s, h->type, h->req_id, 0, NULL, 0, NULL, 0);
+}
+
+static int on_stats(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h)
+{
+	struct cuflag_msg_stats_reply r;
+	struct scanner_stats st;
+
+	scanner_get_stats(srv->sc, &st);
+	memset(&r, 0, sizeof(r));
+	r.version = CUFLAG_PROTO_VERSION;
+	r.slab = (uint32_t)srv->cfg->slab;
+	r.epoch = srv->epoch;
+	r.uptime_ms = cuflagd_now_ms() - srv->start_ms;
+	for (struct session *o = srv->sessions; o; o = o->next) {
+		if (!o->scan || o->dead)
+			continue;
+		r.clients++;
+		r.slots += o->nlive;
+		r.pending += atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
+	}
+	r.armed = st.armed;
+	r.wakes = st.wakes;
+	r.completions = st.completions;
+	r.parks = st.parks;
+	r.passes = st.passes;
+	r.bad_arms = st.bad_arms;
+	r.dropped = srv->dropped;
+	r.scanner_state = st.state;
+	r.max_clients = srv->cfg->max_clients;
+	r.slots_per_client = srv->cfg->slots_per_client;
+	r.spin_us = (uint32_t)srv->cfg->spin_us;
+	return server_reply(s, h->type, h->req_id, 0, &r, sizeof(r), NULL, 0);
+}
+
+static int on_clients(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h)
+{
+	struct cuflag_msg_client_info ci;
+	int rc;
+
+	for (struct session *o = srv->sessions; o; o = o->next) {
+		if (!o->scan || o->dead)
+			continue;
+		memset(&ci, 0, sizeof(ci));
+		ci.client_id = o->id;
+		ci.pid = o->pid;
+		ci.uid = o->uid;
+		ci.gid = o->gid;
+		ci.slots = o->nlive;
+		ci.armed = atomic_load_explicit(&o->scan->n_armed, memory_order_relaxed);
+		ci.wakes = atomic_load_explicit(&o->scan->n_wakes, memory_order_relaxed);
+		ci.pending = atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
+		ci.connected_ms = o->connected_ms - srv->start_ms;
+		rc = server_reply(s, h->type, h->req_id, 0, &ci, sizeof(ci), NULL, 0);
+		if (rc)
+			return rc;
+	}
+	memset(&ci, 0, sizeof(ci));
+	return server_reply(s, h->type, h->req_id, 0, &ci, sizeof(ci), NULL, 0);
+}
+
+/* Refill the bucket; 1 when this request may be served. */
+static int rate_ok(struct server *srv, struct session *s)
+{
+	uint64_t now = cuflagd_now_ms();
+	double cap = srv->cfg->msg_rate;
+
+	s->tokens += (double)(now - s->tokens_ms) * cap / 1000.0;
+	s->tokens_ms = now;
+	if (s->tokens > cap)
+		s->tokens = cap;
+	if (s->tokens < 1.0)
+		return 0;
+	s->tokens -= 1.0;
+	return 1;
+}
+
+/*
+ * Serve one request. Returns 0 to go on, or a negative errno when the
+ * client must be dropped (after the error reply was sent).
+ */
+static int serve(struct server *srv, struct session *s, const uint8_t *buf, size_t len,
+		 int *fds, unsigned nfds)
+{
+	const char *why = NULL;
+	struct cuflag_msg_hdr h;
+	const uint8_t *body = buf + sizeof(h);
+	int rc = cuflag_request_check(buf, len, nfds, &why);
+
+	if (rc) {
+		/* Echo what we can of the header so the client can match the reply. */
+		memset(&h, 0, sizeof(h));
+		if (len >= sizeof(h))
+			memcpy(&h, buf, sizeof(h));
+		reply_error(srv, s, h.type & 0x7fff, h.req_id, rc, why);
+		session_drop(srv, s, rc, why);
+		return rc;
+	}
+	memcpy(&h, buf, sizeof(h));
+	if (!rate_ok(srv, s)) {
+		rc = refuse(srv, s, &h, -EBUSY, "msg-rate reached");
+	} else if (!s->hello_done && h.type != CUFLAG_MSG_HELLO && h.type != CUFLAG_MSG_STATS &&
+	    h.type != CUFLAG_MSG_CLIENTS) {
+		why = "request before HELLO";
+		rc = -EPROTO;
+	} else {
+		switch (h.type) {
+		case CUFLAG_MSG_HELLO: {
+			struct cuflag_msg_hello m;
+			memcpy(&m, body, sizeof(m));
+			rc = on_hello(srv, s, &h, &m);
+			if (rc == -EPROTO)
+				why = "second HELLO";
+			else if (rc == -EPROTONOSUPPORT)
+				why = "no protocol version in common";
+			break;
+		}
+		case CUFLAG_MSG_ALLOC: {
+			struct cuflag_msg_alloc m;
+			memcpy(&m, body, sizeof(m));
+			rc = on_alloc(srv, s, &h, &m);
+			break;
+		}
+		case CUFLAG_MSG_FREE: {
+			uint32_t ids[CUFLAG_BATCH_MAX], count;
+			memcpy(&count, body, 4);
+			memcpy(ids, body + 8, (size_t)count * 4);
+			rc = on_free(srv, s, &h, ids, count);
+			break;
+		}
+		case CUFLAG_MSG_BIND: {
+			struct cuflag_msg_bind m;
+			memcpy(&m, body, sizeof(m));
+			rc = on_bind(srv, s, &h, &m, &fds[0]);
+			break;
+		}
+		case CUFLAG_MSG_STATS:
+			rc = on_stats(srv, s, &h);
+			break;
+		case CUFLAG_MSG_CLIENTS:
+			rc = on_clients(srv, s, &h);
+			break;
+		}
+	}
+	if (rc && why) {
+		if (rc != -EPROTONOSUPPORT)
+			reply_error(srv, s, h.type, h.req_id, rc, why);
+		session_drop(srv, s, rc, why);
+		return rc;
+	}
+	if (rc) {
+		/* The reply could not be sent: a client that does not read is dropped. */
+		session_drop(srv, s, rc, "cannot send a reply");
+		return rc;
+	}
+	return 0;
+}
+
+int session_on_readable(struct server *srv, struct session *s)
+{
+	uint8_t buf[CUFLAG_MSG_MAX];
+	int fds[CUFLAG_MSG_MAX_FDS];
+
+	for (int k = 0; k < MAX_MSGS_PER_WAKE && !s->dead; k++) {
+		unsigned nfds = 0;
+		/* Only BIND carries an fd; allow one so that more is MSG_CTRUNC. */
+		ssize_t n = cuflag_recv_msg(s->fd, buf, sizeof(buf), fds, 1, &nfds, MSG_DONTWAIT);
+
+		if (n == -EAGAIN)
+			return 0;
+		if (n == 0) {
+			session_drop(srv, s, 0, NULL);
+			return -ECONNRESET;
+		}
+		if (n < 0) {
+			const char *why = n == -EMSGSIZE ? "message too long"
+					  : n == -EBADMSG ? "too many fds or truncated control data"
+							  : "receive failed";
+			if (n == -EMSGSIZE || n == -EBADMSG)
+				reply_error(srv, s, 0, 0, (int)n, why);
+			session_drop(srv, s, (int)n, why);
+			return (int)n;
+		}
+		int rc = serve(srv, s, buf, (size_t)n, fds, nfds);
+		cuflag_close_fds(fds, nfds); /* any fd not taken over */
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void session_on_done(struct server *srv, struct session *s, struct scan_cmd *c)
+{
+	switch (c->op) {
+	case SCAN_ADD_SESSION:
+	case SCAN_ADD_SLOT:
+		break;
+	case SCAN_SET_EFD:
+		/* The scanner has let go of the old eventfd. */
+		if (c->efd >= 0)
+			close(c->efd);
+		break;
+	case SCAN_DEL_SLOT:
+		/* No device write can land any more: the slot may be handed out again. */
+		if (s->slot_efd[c->slot] >= 0)
+			close(s->slot_efd[c->slot]);
+		s->slot_efd[c->slot] = -1;
+		s->slot_state[c->slot] = SLOT_FREE;
+		s->next_start[c->slot] = c->final_armed + RESTART_GAP;
+		s->free_stack[s->nfree++] = c->slot;
+		break;
+	case SCAN_DEL_SESSION:
+		/* Last command of a dead session: nothing in the scanner refers to it. */
+		for (uint32_t i = 0; i < s->nslots; i++)
+			if (s->slot_efd[i] >= 0)
+				close(s->slot_efd[i]);
+		if (s->wake_fd >= 0) {
+			scanner_unwatch_wakefd(srv->sc, s->wake_fd);
+			close(s->wake_fd);
+		}
+		region_destroy(&s->region);
+		srv->nregions--;
+		unlink_session(srv, s);
+		session_free(s);
+		break;
+	}
+	free(c);
+}

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuflag wire protocol and shared-memory layouts.
+ *
+ * The one place where every byte that crosses a process boundary is defined:
+ * the messages on cuflagd's SOCK_SEQPACKET socket, the per-client region
+ * (flags + arm queue) and the daemon-wide read-only page. Fixed-width fields
+ * only, no bitfields, reserved fields must be zero, and every size and offset
+ * is pinned by a static assertion so that a change to the layout is a
+ * deliberate change to the protocol version.
+ */
+#ifndef CUFLAG_PROTO_H
+#define CUFLAG_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CUFLAG_PROTO_VERSION 1u
+
+/* ------------------------------------------------------------------ */
+/* Wire messages                                                       */
+/* ------------------------------------------------------------------ */
+
+/* Largest message either side sends or accepts, header included. */
+#define CUFLAG_MSG_MAX 4096u
+/* Most fds one message may carry (kept well under the kernel's SCM_MAX_FD). */
+#define CUFLAG_MSG_MAX_FDS 64u
+/* Most slots one ALLOC or FREE request may name; the library batches. */
+#define CUFLAG_BATCH_MAX CUFLAG_MSG_MAX_FDS
+/* Longest reason text in an error reply, NUL included. */
+#define CUFLAG_REASON_MAX 128u
+
+enum cuflag_msg_type {
+	CUFLAG_MSG_HELLO = 1,   /* version handshake; reply carries the region */
+	CUFLAG_MSG_ALLOC = 2,   /* allocate N slots; reply carries N eventfds */
+	CUFLAG_MSG_FREE = 3,    /* free N slots */
+	CUFLAG_MSG_BIND = 4,    /* replace a slot's eventfd with one the client sends */
+	CUFLAG_MSG_STATS = 5,   /* daemon-wide counters */
+	CUFLAG_MSG_CLIENTS = 6, /* admin: one reply per client, then an empty end */
+	CUFLAG_MSG_TYPE_END,
+};
+/* A reply has the request's type with this bit set and echoes its id. */
+#define CUFLAG_MSG_REPLY 0x8000u
+
+struct cuflag_msg_hdr {
+	uint16_t type;   /* enum cuflag_msg_type, | CUFLAG_MSG_REPLY on replies */
+	uint16_t nfds;   /* fds carried in SCM_RIGHTS; must equal what arrived */
+	uint32_t len;    /* whole message, header included */
+	uint32_t req_id; /* chosen by the requester, echoed in the reply */
+	int32_t status;  /* replies: 0 or a negative errno; requests: 0 */
+};
+_Static_assert(sizeof(struct cuflag_msg_hdr) == 16, "hdr size");
+_Static_assert(offsetof(struct cuflag_msg_hdr, nfds) == 2, "hdr nfds");
+_Static_assert(offsetof(struct cuflag_msg_hdr, len) == 4, "hdr len");
+_Static_assert(offsetof(struct cuflag_msg_hdr, req_id) == 8, "hdr req_id");
+_Static_assert(offsetof(struct cuflag_msg_hdr, status) == 12, "hdr status");
+
+/* An error reply (status < 0) carries this body: a NUL-terminated reason. */
+struct cuflag_msg_error {
+	char reason[CUFLAG_REASON_MAX];
+};
+
+struct cuflag_msg_hello {
+	uint32_t version_min; /* oldest protocol version the client speaks */
+	uint32_t version_max; /* newest */
+	uint32_t flags;       /* must be 0 */
+	uint32_t reserved;    /* must be 0 */
+};
+_Static_assert(sizeof(struct cuflag_msg_hello) == 16, "hello size");
+
+enum cuflag_slab_kind {
+	CUFLAG_SLAB_MEMFD = 1,    /* sealed memfd; the client registers it with CUDA */
+	CUFLAG_SLAB_CUDA_IPC = 2, /* cuMemCreate HOST_NUMA, POSIX-fd handle */
+};
+
+/*
+ * Reply to HELLO; fds: [0] region, [1] daemon page, [2] wake eventfd.
+ * Where things sit inside the region travels here ("sizes travel"), so the
+ * layout can grow without breaking old clients; the client checks each value
+ * against the region's fstat size before it maps.
+ */
+struct cuflag_msg_hello_reply {
+	uint32_t version;      /* the version chosen */
+	uint32_t slab;         /* enum cuflag_slab_kind */
+	uint64_t epoch;        /* changes at every daemon start */
+	uint64_t region_size;  /* bytes of the region memfd */
+	uint32_t nslots;       /* flags in the region = most slots this client holds */
+	uint32_t queue_cap;    /* arm queue entries, a power of two */
+	uint32_t head_off;     /* uint32 written by the daemon: entries consumed */
+	uint32_t tail_off;     /* uint32 written by the client: entries produced */
+	uint32_t queue_off;    /* struct cuflag_arm[queue_cap] */
+	uint32_t flags_off;    /* uint32 flags[nslots], page-aligned */
+	uint32_t page_size;    /* bytes of the daemon page */
+	uint32_t client_id;    /* the daemon's name for this connection */
+};
+_Static_assert(sizeof(struct cuflag_msg_hello_reply) == 56, "hello reply size");
+_Static_assert(offsetof(struct cuflag_msg_hello_reply, region_size) == 16, "hr size");
+_Static_assert(offsetof(struct cuflag_msg_hello_reply, flags_off) == 44, "hr flags");
+
+struct cuflag_msg_alloc {
+	uint32_t count; /* 1..CUFLAG_BATCH_MAX */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct cuflag_msg_alloc) == 8, "alloc size");
+
+/* One allocated slot: index into the region's flags and its starting value. */
+struct cuflag_slot_grant {
+	uint32_t id;
+	uint32_t start; /* the flag holds this when the slot is handed out */
+};
+_Static_assert(sizeof(struct cuflag_slot_grant) == 8, "grant size");
+
+/* Reply to ALLOC: count grants; fds: one eventfd per grant, in order. */
+struct cuflag_msg_alloc_reply {
+	uint32_t count;
+	uint32_t reserved;
+	struct cuflag_slot_grant grants[CUFLAG_BATCH_MAX];
+};
+_Static_assert(offsetof(struct cuflag_msg_alloc_reply, grants) == 8, "ar grants");
+
+/* FREE: count ids (1..CUFLAG_BATCH_MAX); the message length must match. */
+struct cuflag_msg_free {
+	uint32_t count;
+	uint32_t reserved;
+	uint32_t ids[CUFLAG_BATCH_MAX];
+};
+_Static_assert(offsetof(struct cuflag_msg_free, ids) == 8, "free ids");
+
+/* BIND: fds: [0] an eventfd of the client's that replaces the slot's. */
+struct cuflag_msg_bind {
+	uint32_t id;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct cuflag_msg_bind) == 8, "bind size");
+
+/* Reply to STATS. */
+struct cuflag_msg_stats_reply {
+	uint32_t version;
+	uint32_t slab;
+	uint64_t epoch;
+	uint64_t uptime_ms;
+	uint32_t clients;
+	uint32_t slots;      /* allocated, all clients */
+	uint64_t armed;      /* arms taken from queues since start */
+	uint64_t wakes;      /* eventfd writes by the scanner */
+	uint64_t completions;/* sum of the counts written */
+	uint64_t parks;      /* times the scanner parked */
+	uint64_t passes;     /* scanner passes */
+	uint64_t pending;    /* slots armed and not yet complete, now */
+	uint64_t bad_arms;   /* arm entries refused (bad index, not owned, stale) */
+	uint64_t dropped;    /* clients disconnected for a protocol error */
+	uint32_t scanner_state; /* enum cuflag_scanner_state */
+	uint32_t max_clients;
+	uint32_t slots_per_client;
+	uint32_t spin_us;
+};
+_Static_assert(sizeof(struct cuflag_msg_stats_reply) == 112, "stats size");
+
+/* One reply per client to CLIENTS; a reply with id 0 ends the list. */
+struct cuflag_msg_client_info {
+	uint32_t client_id;
+	int32_t pid;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t slots;
+	uint32_t reserved;
+	uint64_t armed;   /* arms taken */
+	uint64_t wakes;   /* eventfd writes */
+	uint64_t pending; /* slots armed, not complete */
+	uint64_t connected_ms; /* since the daemon's start */
+};
+_Static_assert(sizeof(struct cuflag_msg_client_info) == 56, "client info size");
+
+/* ------------------------------------------------------------------ */
+/* The per-client region (a sealed memfd, mapped shared by both sides)  */
+/* ------------------------------------------------------------------ */
+
+#define CUFLAG_REGION_MAGIC 0x47414c46u /* "FLAG" */
+#define CUFLAG_CACHELINE 64u
+
+/* Offset 0, written once by the daemon before the region is shared. */
+struct cuflag_region_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t hdr_size;
+	uint32_t nslots;
+	uint32_t queue_cap;
+	uint32_t head_off;
+	uint32_t tail_off;
+	uint32_t queue_off;
+	uint32_t flags_off;
+	uint64_t region_size;
+	uint8_t reserved[CUFLAG_CACHELINE - 40];
+};
+_Static_assert(sizeof(struct cuflag_region_hdr) == CUFLAG_CACHELINE, "region hdr");
+_Static_assert(offsetof(struct cuflag_region_hdr, region_size) == 32, "region size off");
+
+/* One arm: the client asks to be told when slot's flag reaches target. */
+struct cuflag_arm {
+	uint32_t slot;
+	uint32_t target;
+};
+_Static_assert(sizeof(struct cuflag_arm) == 8, "arm size");
+
+/*
+ * Layout v1: header line, daemon-written head on its own line, client-written
+ * tail on its own line (no false sharing between the two writers), the queue,
+ * then the flags from a page boundary so the client registers exactly them.
+ */
+#define CUFLAG_REGION_HEAD_OFF (1u * CUFLAG_CACHELINE)
+#define CUFLAG_REGION_TAIL_OFF (2u * CUFLAG_CACHELINE)
+#define CUFLAG_REGION_QUEUE_OFF (3u * CUFLAG_CACHELINE)
+
+/* ------------------------------------------------------------------ */
+/* The daemon page (read-only for clients: F_SEAL_FUTURE_WRITE)          */
+/* ------------------------------------------------------------------ */
+
+#define CUFLAG_DPAGE_MAGIC 0x44474c46u /* "FLGD" */
+
+enum cuflag_scanner_state {
+	CUFLAG_SCANNER_SPINNING = 0,
+	CUFLAG_SCANNER_PARKED = 1,
+};
+
+struct cuflag_daemon_page {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t size;          /* bytes of this struct */
+	uint64_t epoch;         /* changes at every daemon start */
+	uint8_t pad0[CUFLAG_CACHELINE - 16];
+	/* Own cache line: written on every park and wake, read by every arm. */
+	uint32_t scanner_state; /* enum cuflag_scanner_state */
+	uint8_t pad1[CUFLAG_CACHELINE - 4];
+};
+_Static_assert(sizeof(struct cuflag_daemon_page) == 2 * CUFLAG_CACHELINE, "dpage size");
+_Static_assert(offsetof(struct cuflag_daemon_page, epoch) == 8, "dpage epoch");
+_Static_assert(offsetof(struct cuflag_daemon_page, scanner_state) == CUFLAG_CACHELINE,
+	       "dpage state");
+
+#endif

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+#include "proto.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define FAIL(err, why)                                                                     \
+	do {                                                                               \
+		*reason = (why);                                                           \
+		return (err);                                                              \
+	} while (0)
+
+void cuflag_hdr_init(struct cuflag_msg_hdr *h, uint16_t type, uint32_t len, uint32_t req_id,
+		     int32_t status, uint16_t nfds)
+{
+	*h = (struct cuflag_msg_hdr){
+		.type = type, .nfds = nfds, .len = len, .req_id = req_id, .status = status,
+	};
+}
+
+/* The header every message must pass: length agrees with what arrived. */
+static int hdr_check(const void *buf, size_t len, unsigned nfds, struct cuflag_msg_hdr *h,
+		     const char **reason)
+{
+	if (len < sizeof(*h))
+		FAIL(-EBADMSG, "message shorter than its header");
+	if (len > CUFLAG_MSG_MAX)
+		FAIL(-EBADMSG, "message longer than the protocol allows");
+	memcpy(h, buf, sizeof(*h));
+	if (h->len != len)
+		FAIL(-EBADMSG, "header length does not match the message");
+	if (h->nfds != nfds)
+		FAIL(-EBADMSG, "header fd count does not match the fds received");
+	return 0;
+}
+
+int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char **reason)
+{
+	struct cuflag_msg_hdr h;
+	const unsigned char *body = (const unsigned char *)buf + sizeof(h);
+	size_t blen;
+	int r = hdr_check(buf, len, nfds, &h, reason);
+
+	if (r)
+		return r;
+	if (h.status != 0)
+		FAIL(-EINVAL, "request with a non-zero status");
+	blen = len - sizeof(h);
+	switch (h.type) {
+	case CUFLAG_MSG_HELLO: {
+		struct cuflag_msg_hello m;
+		if (blen != sizeof(m) || nfds)
+			FAIL(-EBADMSG, "HELLO: bad length or fds");
+		memcpy(&m, body, sizeof(m));
+		if (m.flags || m.reserved)
+			FAIL(-EINVAL, "HELLO: reserved fields not zero");
+		if (m.version_min > m.version_max)
+			FAIL(-EINVAL, "HELLO: version range empty");
+		return 0;
+	}
+	case CUFLAG_MSG_ALLOC: {
+		struct cuflag_msg_alloc m;
+		if (blen != sizeof(m) || nfds)
+			FAIL(-EBADMSG, "ALLOC: bad length or fds");
+		memcpy(&m, body, sizeof(m));
+		if (m.reserved)
+			FAIL(-EINVAL, "ALLOC: reserved field not zero");
+		if (m.count < 1 || m.count > CUFLAG_BATCH_MAX)
+			FAIL(-EINVAL, "ALLOC: count out of range");
+		return 0;
+	}
+	case CUFLAG_MSG_FREE: {
+		uint32_t count, reserved;
+		if (blen < 8 || nfds)
+			FAIL(-EBADMSG, "FREE: bad length or fds");
+		memcpy(&count, body, 4);
+		memcpy(&reserved, body + 4, 4);
+		if (reserved)
+			FAIL(-EINVAL, "FREE: reserved field not zero");
+		if (count < 1 || count > CUFLAG_BATCH_MAX)
+			FAIL(-EINVAL, "FREE: count out of range");
+		/* Widened before the sum: count is the peer's. */
+		if ((uint64_t)blen != 8u + (uint64_t)count * 4u)
+			FAIL(-EBADMSG, "FREE: length does not match count");
+		return 0;
+	}
+	case CUFLAG_MSG_BIND: {
+		struct cuflag_msg_bind m;
+		if (blen != sizeof(m))
+			FAIL(-EBADMSG, "BIND: bad length");
+		if (nfds != 1)
+			FAIL(-EBADMSG, "BIND: needs exactly one fd");
+		memcpy(&m, body, sizeof(m));
+		if (m.reserved)
+			FAIL(-EINVAL, "BIND: reserved field not zero");
+		return 0;
+	}
+	case CUFLAG_MSG_STATS:
+	case CUFLAG_MSG_CLIENTS:
+		if (blen || nfds)
+			FAIL(-EBADMSG, "query with a body or fds");
+		return 0;
+	default:
+		FAIL(-EPROTO, "unknown message type");
+	}
+}
+
+int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expect_type,
+		       uint32_t expect_id, const char **reason)
+{
+	struct cuflag_msg_hdr h;
+	const unsigned char *body = (const unsigned char *)buf + sizeof(h);
+	size_t blen;
+	int r = hdr_check(buf, len, nfds, &h, reason);
+
+	if (r)
+		return r;
+	if (h.type != (expect_type | CUFLAG_MSG_REPLY))
+		FAIL(-EPROTO, "reply of an unexpected type");
+	if (h.req_id != expect_id)
+		FAIL(-EPROTO, "reply to another request");
+	blen = len - sizeof(h);
+	if (h.status > 0)
+		FAIL(-EPROTO, "reply with a positive status");
+	if (h.status < 0) {
+		if (nfds || blen > CUFLAG_REASON_MAX)
+			FAIL(-EBADMSG, "error reply too long or with fds");
+		return 0;
+	}
+	switch (expect_type) {
+	case CUFLAG_MSG_HELLO:
+		if (blen != sizeof(struct cuflag_msg_hello_reply) || nfds != 3)
+			FAIL(-EBADMSG, "HELLO reply: bad length or fds");
+		return 0;
+	case CUFLAG_MSG_ALLOC: {
+		uint32_t count;
+		if (blen < 8)
+			FAIL(-EBADMSG, "ALLOC reply: too short");
+		memcpy(&count, body, 4);
+		if (count < 1 || count > CUFLAG_BATCH_MAX ||
+		    (uint64_t)blen != 8u + (uint64_t)count * sizeof(struct cuflag_slot_grant) ||
+		    nfds != count)
+			FAIL(-EBADMSG, "ALLOC reply: count, length and fds disagree");
+		return 0;
+	}
+	case CUFLAG_MSG_FREE:
+	case CUFLAG_MSG_BIND:
+		if (blen || nfds)
+			FAIL(-EBADMSG, "reply with an unexpected body");
+		return 0;
+	case CUFLAG_MSG_STATS:
+		if (blen != sizeof(struct cuflag_msg_stats_reply) || nfds)
+			FAIL(-EBADMSG, "STATS reply: bad length");
+		return 0;
+	case CUFLAG_MSG_CLIENTS:
+		if (blen != sizeof(struct cuflag_msg_client_info) || nfds)
+			FAIL(-EBADMSG, "CLIENTS reply: bad length");
+		return 0;
+	default:
+		FAIL(-EPROTO, "unknown message type");
+	}
+}
+
+static int is_pow2(uint32_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+int cuflag_region_layout_make(struct cuflag_region_layout *l, uint32_t nslots,
+			      uint32_t queue_cap, uint32_t page_size)
+{
+	uint64_t qend, fend;
+
+	if (!nslots || !is_pow2(queue_cap) || !is_pow2(page_size) || nslots > (1u << 24) ||
+	    queue_cap > (1u << 20))
+		return -EINVAL;
+	qend = CUFLAG_REGION_QUEUE_OFF + (uint64_t)queue_cap * sizeof(struct cuflag_arm);
+	l->nslots = nslots;
+	l->queue_cap = queue_cap;
+	l->head_off = CUFLAG_REGION_HEAD_OFF;
+	l->tail_off = CUFLAG_REGION_TAIL_OFF;
+	l->queue_off = CUFLAG_REGION_QUEUE_OFF;
+	l->flags_off = (uint32_t)round_up(qend, page_size);
+	fend = l->flags_off + (uint64_t)nslots * sizeof(uint32_t);
+	l->size = round_up(fend, page_size);
+	return 0;
+}
+
+/* [off, off+len) lies inside size; widened so no sum wraps. */
+static int inside(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
+/* [a, a+al) and [b, b+bl) do not overlap. */
+static int apart(uint64_t a, uint64_t al, uint64_t b, uint64_t bl)
+{
+	return a + al <= b || b + bl <= a;
+}
+
+int cuflag_region_layout_check(const struct cuflag_region_layout *l, uint64_t mapped_size,
+			       uint32_t page_size, const char **reason)
+{
+	uint64_t qlen = (uint64_t)l->queue_cap * sizeof(struct cuflag_arm);
+	uint64_t flen = (uint64_t)l->nslots * sizeof(uint32_t);
+
+	if (l->size != mapped_size)
+		FAIL(-EINVAL, "region size differs from the memory behind it");
+	if (!is_pow2(page_size) || l->size % page_size)
+		FAIL(-EINVAL, "region size not a multiple of the page size");
+	if (!l->nslots || !is_pow2(l->queue_cap))
+		FAIL(-EINVAL, "region with no slots or a queue not a power of two");
+	if (l->head_off % CUFLAG_CACHELINE || l->tail_off % CUFLAG_CACHELINE ||
+	    l->queue_off % sizeof(struct cuflag_arm) || l->flags_off % page_size)
+		FAIL(-EINVAL, "region part misaligned");
+	if (!inside(l->head_off, 4, l->size) || !inside(l->tail_off, 4, l->size) ||
+	    !inside(l->queue_off, qlen, l->size) || !inside(l->flags_off, flen, l->size))
+		FAIL(-EINVAL, "region part outside the region");
+	if (l->head_off < sizeof(struct cuflag_region_hdr) ||
+	    l->tail_off < sizeof(struct cuflag_region_hdr) ||
+	    l->queue_off < sizeof(struct cuflag_region_hdr))
+		FAIL(-EINVAL, "region part over the header");
+	if (!apart(l->head_off, CUFLAG_CACHELINE, l->tail_off, CUFLAG_CACHELINE) ||
+	    !apart(l->head_off, 4, l->queue_off, qlen) || !apart(l->tail_off, 4, l->queue_off, qlen) ||
+	    !apart(l->queue_off, qlen, l->flags_off, flen) ||
+	    !apart(l->head_off, 4, l->flags_off, flen) || !apart(l->tail_off, 4, l->flags_off, flen))
+		FAIL(-EINVAL, "region parts overlap");
+	return 0;
+}
