@@ -61,7 +61,7 @@ static int socket_is_live(const char *path)
 
 	if (fd < 0)
 		return -errno;
-	strncpy(a.sun_path, path, sizeof(a.sun_path) - 1);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
 	live = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 1
 	       : errno == ECONNREFUSED || errno == ENOENT ? 0 : -errno;
 	close(fd);

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+#include "harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int can_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int ok;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+void daemon_start(struct daemon_proc *d, int capture_log, const char *const *extra_args)
+{
+	const char *bin = getenv("CUFLAGD");
+	const char *argv[64];
+	int n = 0, pfd[2] = { -1, -1 };
+
+	if (!bin)
+		bin = "cuflagd";
+	snprintf(d->dir, sizeof(d->dir), "/tmp/cuflag-test-XXXXXX");
+	CHECK(mkdtemp(d->dir) != NULL);
+	snprintf(d->sock, sizeof(d->sock), "%s/cuflagd.sock", d->dir);
+	argv[n++] = bin;
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	for (int i = 0; extra_args && extra_args[i] && n < 62; i++)
+		argv[n++] = extra_args[i];
+	argv[n] = NULL;
+	d->log_fd = -1;
+	if (capture_log)
+		CHECK(pipe2(pfd, O_CLOEXEC) == 0);
+	d->pid = fork();
+	CHECK(d->pid >= 0);
+	if (d->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (capture_log)
+			dup2(pfd[1], 2);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	if (capture_log) {
+		close(pfd[1]);
+		d->log_fd = pfd[0];
+		fcntl(d->log_fd, F_SETFL, O_NONBLOCK);
+	}
+	/* Ready when it accepts a connection; fail fast if it died. */
+	for (int i = 0; i < 20000; i++) {
+		int st;
+		if (can_connect(d->sock))
+			return;
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			fprintf(stderr, "cuflagd exited before it was ready (status %d)\n", st);
+			abort();
+		}
+		usleep(500);
+	}
+	fprintf(stderr, "cuflagd did not become ready\n");
+	abort();
+}
+
+int daemon_stop(struct daemon_proc *d)
+{
+	int st = 0;
+
+	kill(d->pid, SIGTERM);
+	CHECK(waitpid(d->pid, &st, 0) == d->pid);
+	if (d->log_fd >= 0)
+		close(d->log_fd);
+	unlink(d->sock);
+	rmdir(d->dir);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int count_dir(const char *path)
+{
+	DIR *dir = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	return n;
+}
+
+int daemon_fd_count(const struct daemon_proc *d)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
+	return count_dir(path);
+}
+
+int self_fd_count(void)
+{
+	return count_dir("/proc/self/fd") - 1; /* the opendir's own fd */
+}
+
+double daemon_cpu_ms(const struct daemon_proc *d)
+{
+	char path[64], buf[1024];
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)d->pid);
+	f = fopen(path, "r");
+	CHECK(f != NULL);
+	CHECK(fgets(buf, sizeof(buf), f) != NULL);
+	fclose(f);
+	/* Fields after the command name, which is in parentheses. */
+	char *p = strrchr(buf, ')');
+	CHECK(p != NULL);
+	CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2);
+	return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
+size_t daemon_read_log(struct daemon_proc *d, char *buf, size_t cap)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	if (d->log_fd < 0 || cap == 0)
+		return 0;
+	while (got + 1 < cap && (n = read(d->log_fd, buf + got, cap - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = 0;
+	return got;
+}
+
+int wait_until(int (*pred)(void *), void *arg, int timeout_ms)
+{
+	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000u;
+	while (!pred(arg)) {
+		if (now_ns() > end)
+			return 0;
+		usleep(1000);
+	}
+	return 1;
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration test harness: start the real cuflagd (path from $CUFLAGD, set by
+ * meson) on a private socket, wait until it accepts a connection (never a
+ * fixed sleep), and stop it. The daemon dies with the test (PDEATHSIG).
+ */
+#ifndef CUFLAG_TEST_HARNESS_H
+#define CUFLAG_TEST_HARNESS_H
+
+#undef NDEBUG
+#include <assert.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+
+struct daemon_proc {
+	pid_t pid;
+	char dir[64];
+	char sock[100];
+	int log_fd; /* read end of the daemon's stderr, or -1 */
+};
+
+/*
+ * Start cuflagd with extra arguments (NULL-terminated list) and wait for it.
+ * Its stderr goes to a pipe if capture_log, else to ours. Aborts on failure.
+ */
+void daemon_start(struct daemon_proc *d, int capture_log, const char *const *extra_args);
+/* SIGTERM, wait; returns the exit status (or 128+signal). */
+int daemon_stop(struct daemon_proc *d);
+/* Open fds of the daemon process (from /proc/PID/fd). */
+int daemon_fd_count(const struct daemon_proc *d);
+/* CPU time (user+system) the daemon used so far, in ms. */
+double daemon_cpu_ms(const struct daemon_proc *d);
+/* Read what the daemon logged so far (capture_log only), NUL-terminated. */
+size_t daemon_read_log(struct daemon_proc *d, char *buf, size_t cap);
+
+/* Open fds of this process. */
+int self_fd_count(void);
+
+/* Wait (polling, up to timeout_ms) until pred(arg) is true; 1 if it became true. */
+int wait_until(int (*pred)(void *), void *arg, int timeout_ms);
+
+uint64_t now_ns(void);
+
+/* A simulated device write: an aligned 32-bit store with release order. */
+static inline void sim_store(volatile uint32_t *flag, uint32_t v)
+{
+	__atomic_store_n(flag, v, __ATOMIC_RELEASE);
+}
+
+#define CHECK(cond)                                                                        \
+	do {                                                                               \
+		if (!(cond)) {                                                             \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,  \
+				#cond);                                                    \
+			abort();                                                           \
+		}                                                                          \
+	} while (0)
+
+#define CHECK_RC(expr)                                                                     \
+	do {                                                                               \
+		int rc_ = (expr);                                                          \
+		if (rc_ != 0) {                                                            \
+			fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #expr, \
+				rc_);                                                      \
+			abort();                                                           \
+		}                                                                          \
+	} while (0)
+
+#endif

@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The whole path through the real daemon on the simulated device: arm,
+ * store, wait, consume; the starting-value and "signal only what was armed"
+ * rules; several slots; release and reuse; errors of the API.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuflag/cuflag.h"
+#include "harness.h"
+
+static struct daemon_proc d;
+
+/* Completions in the eventfd after it becomes readable (waits up to 2 s). */
+static uint64_t consume_blocking(cuflag_slot *s)
+{
+	struct pollfd p = { .fd = cuflag_slot_fd(s), .events = POLLIN };
+	uint64_t n = 0;
+
+	CHECK(poll(&p, 1, 2000) == 1);
+	CHECK_RC(cuflag_slot_consume(s, &n));
+	return n;
+}
+
+/* Nothing more arrives within ms. */
+static void expect_quiet(cuflag_slot *s, int ms)
+{
+	struct pollfd p = { .fd = cuflag_slot_fd(s), .events = POLLIN };
+	uint64_t n;
+	CHECK(poll(&p, 1, ms) == 0);
+	CHECK(cuflag_slot_consume(s, &n) == -EAGAIN);
+}
+
+static void test_one_completion(cuflag_client *c)
+{
+	cuflag_slot *s;
+	uint32_t t;
+
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	CHECK(cuflag_slot_fd(s) >= 0);
+	CHECK(cuflag_slot_flag(s) != NULL);
+	CHECK_RC(cuflag_slot_arm(s, &t));
+	CHECK(cuflag_slot_wait(s, t, 0) == -ETIMEDOUT);
+	sim_store(cuflag_slot_flag(s), t);
+	CHECK_RC(cuflag_slot_wait(s, t, 2000));
+	CHECK(consume_blocking(s) == 1);
+	expect_quiet(s, 20);
+	cuflag_slot_release(s);
+}
+
+static void test_many_in_flight(cuflag_client *c)
+{
+	cuflag_slot *s;
+	uint32_t t[10];
+
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	for (int i = 0; i < 10; i++) {
+		CHECK_RC(cuflag_slot_arm(s, &t[i]));
+		if (i)
+			CHECK(t[i] == t[i - 1] + 1);
+	}
+	/* Three finish, then the rest: the counter says how many each time. */
+	sim_store(cuflag_slot_flag(s), t[2]);
+	CHECK_RC(cuflag_slot_wait(s, t[2], 2000));
+	CHECK(consume_blocking(s) == 3);
+	sim_store(cuflag_slot_flag(s), t[9]);
+	CHECK_RC(cuflag_slot_wait(s, t[9], 2000));
+	uint64_t got = 0;
+	while (got < 7)
+		got += consume_blocking(s);
+	CHECK(got == 7);
+	expect_quiet(s, 20);
+	cuflag_slot_release(s);
+}
+
+/* A flag written before the scanner first looks is still counted. */
+static void test_early_write(cuflag_client *c)
+{
+	cuflag_slot *s;
+	uint32_t t;
+
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	/* Store the next value before arming: the device can be that fast. */
+	uint32_t next = *cuflag_slot_flag(s) + 1;
+	sim_store(cuflag_slot_flag(s), next);
+	CHECK_RC(cuflag_slot_arm(s, &t));
+	CHECK(t == next);
+	CHECK_RC(cuflag_slot_wait(s, t, 0)); /* fast path: already there */
+	CHECK(consume_blocking(s) == 1);
+	cuflag_slot_release(s);
+}
+
+/* Past every armed value counts only what was armed; later arms fire at once. */
+static void test_flag_past_armed(cuflag_client *c)
+{
+	cuflag_slot *s;
+	uint32_t t1, t2, t3;
+
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	CHECK_RC(cuflag_slot_arm(s, &t1));
+	sim_store(cuflag_slot_flag(s), t1 + 1000);
+	CHECK(consume_blocking(s) == 1);
+	expect_quiet(s, 30);
+	CHECK_RC(cuflag_slot_arm(s, &t2));
+	CHECK(consume_blocking(s) == 1);
+	CHECK_RC(cuflag_slot_arm(s, &t3));
+	CHECK(consume_blocking(s) == 1);
+	CHECK_RC(cuflag_slot_wait(s, t3, 0));
+	cuflag_slot_release(s);
+}
+
+/* Slots are independent: completing one signals no other. */
+static void test_independent_slots(cuflag_client *c)
+{
+	cuflag_slot *s[100];
+	uint32_t t[100];
+
+	CHECK_RC(cuflag_slots_acquire(c, 100, s));
+	for (int i = 0; i < 100; i++)
+		CHECK_RC(cuflag_slot_arm(s[i], &t[i]));
+	for (int i = 0; i < 100; i += 2)
+		sim_store(cuflag_slot_flag(s[i]), t[i]);
+	for (int i = 0; i < 100; i += 2)
+		CHECK(consume_blocking(s[i]) == 1);
+	for (int i = 1; i < 100; i += 2) {
+		uint64_t n;
+		CHECK(cuflag_slot_consume(s[i], &n) == -EAGAIN);
+		sim_store(cuflag_slot_flag(s[i]), t[i]);
+	}
+	for (int i = 1; i < 100; i += 2)
+		CHECK(consume_blocking(s[i]) == 1);
+	for (int i = 0; i < 100; i++)
+		cuflag_slot_release(s[i]);
+}
+
+/* A released slot comes back on a fresh timeline. */
+static void test_reuse(cuflag_client *c)
+{
+	for (int round = 0; round < 50; round++) {
+		cuflag_slot *s;
+		uint32_t t;
+		CHECK_RC(cuflag_slot_acquire(c, &s));
+		CHECK_RC(cuflag_slot_arm(s, &t));
+		sim_store(cuflag_slot_flag(s), t);
+		CHECK(consume_blocking(s) == 1);
+		cuflag_slot_release(s);
+	}
+}
+
+static void test_api_errors(cuflag_client *c)
+{
+	cuflag_client *bad;
+	cuflag_slot *s;
+	uint32_t t;
+
+	CHECK(cuflag_connect("/nonexistent/cuflag.sock", &bad) == -ENOENT);
+	CHECK(cuflag_slots_acquire(c, 0, &s) == -EINVAL);
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	CHECK_RC(cuflag_slot_arm(s, &t));
+	/* Waiting for a value never armed would never end. */
+	CHECK(cuflag_slot_wait(s, t + 5, 10) == -EINVAL);
+	CHECK(cuflag_slot_wait(s, t, 30) == -ETIMEDOUT);
+	sim_store(cuflag_slot_flag(s), t);
+	CHECK_RC(cuflag_slot_wait(s, t, 1000));
+	cuflag_slot_release(s);
+}
+
+/* The slots-per-client limit is an error reply, and the client carries on. */
+static void test_slot_limit(void)
+{
+	const char *args[] = { "--slots-per-client", "8", NULL };
+	struct daemon_proc d2;
+	cuflag_client *c;
+	cuflag_slot *s[9];
+
+	daemon_start(&d2, 0, args);
+	CHECK_RC(cuflag_connect(d2.sock, &c));
+	CHECK_RC(cuflag_slots_acquire(c, 8, s));
+	CHECK(cuflag_slot_acquire(c, &s[8]) == -ENOSPC);
+	cuflag_slot_release(s[0]);
+	CHECK_RC(cuflag_slot_acquire(c, &s[0]));
+	cuflag_disconnect(c);
+	CHECK(daemon_stop(&d2) == 0);
+}
+
+int main(void)
+{
+	cuflag_client *c;
+	int fds_before;
+
+	fds_before = self_fd_count();
+	daemon_start(&d, 0, NULL);
+	CHECK_RC(cuflag_connect(d.sock, &c));
+	CHECK(cuflag_client_epoch(c) != 0);
+	test_one_completion(c);
+	test_many_in_flight(c);
+	test_early_write(c);
+	test_flag_past_armed(c);
+	test_independent_slots(c);
+	test_reuse(c);
+	test_api_errors(c);
+	cuflag_disconnect(c);
+	CHECK(daemon_stop(&d) == 0);
+	test_slot_limit();
+	/* Every fd the library opened is closed again. */
+	CHECK(self_fd_count() == fds_before);
+	printf("basic: ok\n");
+	return 0;
+}
