@@ -6,7 +6,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-need_packages meson ninja-build gcc pkg-config check libsystemd-dev python3 valgrind
+need_packages meson ninja-build gcc pkg-config check libsystemd-dev python3 valgrind \
+	libuv1-dev systemd man-db
 BUILD=${BUILD:-build}
 if [ -f "$BUILD/build.ninja" ]; then
 	meson setup --reconfigure "$BUILD" -Dwerror=true
