@@ -53,7 +53,17 @@ int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, ui
 		pthread_mutex_unlock(&c->req_lock);
 		return rc == -ECONNRESET ? -EPIPE : rc;
 	}
-	n = cuflag_recv_msg(c->sock, reply, CUFLAG_MSG_MAX, fds, max_fds, nfds, 0);
+	for (;;) {
+		n = cuflag_recv_msg(c->sock, reply, CUFLAG_MSG_MAX, fds, max_fds, nfds, 0);
+		if (n < (ssize_t)sizeof(h))
+			break;
+		memcpy(&h, reply, sizeof(h));
+		/* A late reply to an earlier request that timed out: drop it. */
+		if (h.req_id == id || (int32_t)(h.req_id - id) > 0)
+			break;
+		cuflag_close_fds(fds, *nfds);
+		*nfds = 0;
+	}
 	pthread_mutex_unlock(&c->req_lock);
 	if (n == 0)
 		return -ENOTCONN;

@@ -15,3 +15,11 @@ CUFLAG_EXPORT int cuflag_cuda_signal(cuflag_slot *s, void *stream, uint32_t *tar
 	(void)target;
 	return -ENOSYS;
 }
+
+CUFLAG_EXPORT int cuflag_cuda_check(cuflag_slot *s);
+
+CUFLAG_EXPORT int cuflag_cuda_check(cuflag_slot *s)
+{
+	(void)s;
+	return -ENOSYS;
+}

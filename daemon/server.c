@@ -192,6 +192,8 @@ static void on_tick(struct server *srv)
 		if (s->scan && !s->dead && atomic_load(&s->scan->broken))
 			session_drop(srv, s, -EPROTO,
 				     "arm queue corrupted or eventfd made unwritable");
+		else
+			session_expire_parked(srv, s, now);
 	}
 
 	/* Watchdog: ping only while the scanner makes passes or sits parked. */

@@ -96,6 +96,7 @@ static void free_slots(struct session *s)
 
 static void session_free(struct session *s)
 {
+	free(s->parked);
 	free_slots(s);
 	free(s);
 }
@@ -273,8 +274,19 @@ nomem:
 	return refuse(srv, s, h, -ENOMEM, "out of memory");
 }
 
+/* How long an ALLOC may wait for freed slots before it is refused. */
+#define PARK_MAX_MS 1000
+
+/* Stop or resume reading requests from the client. */
+static void set_reading(struct server *srv, struct session *s, int on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = s };
+	if (s->fd >= 0 && epoll_ctl(srv->ep, EPOLL_CTL_MOD, s->fd, &ev) < 0)
+		slog(LOG_ERR, s, "epoll_ctl: %s", strerror(errno));
+}
+
 static int on_alloc(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h,
-		    const struct cuflag_msg_alloc *m)
+		    const struct cuflag_msg_alloc *m, int may_park)
 {
 	struct cuflag_msg_alloc_reply r;
 	int fds[CUFLAG_BATCH_MAX];
@@ -282,8 +294,21 @@ static int on_alloc(struct server *srv, struct session *s, const struct cuflag_m
 	uint32_t n = m->count, i;
 	int rc;
 
-	if (m->count > s->nfree)
+	if (m->count > s->nfree) {
+		if (may_park && m->count <= s->nfree + s->nretiring) {
+			struct cuflag_msg_hdr ph = *h;
+			s->parked = malloc(sizeof(ph) + sizeof(*m));
+			if (s->parked) {
+				memcpy(s->parked, &ph, sizeof(ph));
+				memcpy(s->parked + sizeof(ph), m, sizeof(*m));
+				s->parked_len = sizeof(ph) + sizeof(*m);
+				s->parked_ms = cuflagd_now_ms();
+				set_reading(srv, s, 0);
+				return 0;
+			}
+		}
 		return refuse(srv, s, h, -ENOSPC, "slots-per-client reached");
+	}
 	memset(&r, 0, sizeof(r));
 	for (i = 0; i < n; i++) {
 		fds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -344,6 +369,7 @@ static int on_free(struct server *srv, struct session *s, const struct cuflag_ms
 			return refuse(srv, s, h, -ENOMEM, "out of memory");
 		s->slot_state[ids[i]] = SLOT_RETIRING;
 		s->nlive--;
+		s->nretiring++;
 		c->op = SCAN_DEL_SLOT;
 		c->sess = s->scan;
 		c->slot = ids[i];
@@ -513,7 +539,7 @@ static int serve(struct server *srv, struct session *s, const uint8_t *buf, size
 		case CUFLAG_MSG_ALLOC: {
 			struct cuflag_msg_alloc m;
 			memcpy(&m, body, sizeof(m));
-			rc = on_alloc(srv, s, &h, &m);
+			rc = on_alloc(srv, s, &h, &m, 1);
 			break;
 		}
 		case CUFLAG_MSG_FREE: {
@@ -556,7 +582,7 @@ int session_on_readable(struct server *srv, struct session *s)
 	uint8_t buf[CUFLAG_MSG_MAX];
 	int fds[CUFLAG_MSG_MAX_FDS];
 
-	for (int k = 0; k < MAX_MSGS_PER_WAKE && !s->dead; k++) {
+	for (int k = 0; k < MAX_MSGS_PER_WAKE && !s->dead && !s->parked; k++) {
 		unsigned nfds = 0;
 		/* Only BIND carries an fd; allow one so that more is MSG_CTRUNC. */
 		ssize_t n = cuflag_recv_msg(s->fd, buf, sizeof(buf), fds, 1, &nfds, MSG_DONTWAIT);
@@ -584,6 +610,33 @@ int session_on_readable(struct server *srv, struct session *s)
 	return 0;
 }
 
+/* Serve the parked ALLOC again: it may park once more while slots retire. */
+static void retry_parked(struct server *srv, struct session *s, int may_park)
+{
+	uint8_t *msg = s->parked;
+	struct cuflag_msg_hdr h;
+	struct cuflag_msg_alloc m;
+	int rc;
+
+	s->parked = NULL;
+	memcpy(&h, msg, sizeof(h));
+	memcpy(&m, msg + sizeof(h), sizeof(m));
+	free(msg);
+	rc = on_alloc(srv, s, &h, &m, may_park);
+	if (rc) {
+		session_drop(srv, s, rc, "cannot send a reply");
+		return;
+	}
+	if (!s->parked)
+		set_reading(srv, s, 1); /* level-triggered: what queued meanwhile is read next */
+}
+
+void session_expire_parked(struct server *srv, struct session *s, uint64_t now_ms)
+{
+	if (s->parked && !s->dead && now_ms - s->parked_ms >= PARK_MAX_MS)
+		retry_parked(srv, s, 0);
+}
+
 void session_on_done(struct server *srv, struct session *s, struct scan_cmd *c)
 {
 	switch (c->op) {
@@ -603,6 +656,9 @@ void session_on_done(struct server *srv, struct session *s, struct scan_cmd *c)
 		s->slot_state[c->slot] = SLOT_FREE;
 		s->next_start[c->slot] = c->final_armed + RESTART_GAP;
 		s->free_stack[s->nfree++] = c->slot;
+		s->nretiring--;
+		if (s->parked && !s->dead)
+			retry_parked(srv, s, 1);
 		break;
 	case SCAN_DEL_SESSION:
 		/* Last command of a dead session: nothing in the scanner refers to it. */

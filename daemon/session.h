@@ -45,6 +45,14 @@ struct session {
 	uint32_t *free_stack;
 	uint32_t nfree;
 	uint32_t nlive;
+	uint32_t nretiring;
+
+	/* An ALLOC waiting for freed slots to come back from the scanner (a
+	 * client that frees and allocates at once must not see -ENOSPC). While
+	 * one waits, nothing more is read from this client. */
+	uint8_t *parked;
+	uint32_t parked_len;
+	uint64_t parked_ms;
 
 	/* Request rate limit: a token bucket. */
 	double tokens;
@@ -61,6 +69,9 @@ int session_on_readable(struct server *srv, struct session *s);
 
 /* Hang up: close the socket, hand the region to the scanner to let go of. */
 void session_drop(struct server *srv, struct session *s, int err, const char *why);
+
+/* Answer a parked ALLOC that waited too long (-ENOSPC if still short). */
+void session_expire_parked(struct server *srv, struct session *s, uint64_t now_ms);
 
 /* A command the scanner handed back for this session. */
 void session_on_done(struct server *srv, struct session *s, struct scan_cmd *c);

@@ -33,9 +33,10 @@ extern "C" {
  * slots of one client.
  *
  * A device fault in the stream's context ends cuflag_slot_wait() on this
- * slot with -EIO instead of hanging; a process that polls the eventfd itself
- * learns the same by calling cuflag_slot_wait(s, target, 0) (which returns -EIO)
- * or by checking its stream with cuStreamQuery().
+ * slot with -EIO instead of hanging (the wait checks the slot's last stream
+ * with cuStreamQuery() whenever 100 ms pass without a signal); a process that
+ * polls the eventfd itself calls cuflag_cuda_check() when a slot makes no
+ * progress for a while. Keep the stream alive while a wait may probe it.
  *
  * Return: 0, or -ENOSYS (the library was built without CUDA), -EINVAL (NULL
  * argument), -ENODEV (no current context for the
@@ -44,6 +45,15 @@ extern "C" {
  * -ENOMEM, or an error of cuflag_slot_arm().
  */
 CUFLAG_API int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *target);
+
+/**
+ * cuflag_cuda_check() - has a device fault stopped the slot's work?
+ * Checks the stream of the slot's last cuflag_cuda_signal() (non-blocking).
+ * Return: 0 (no fault seen, or the slot was never signalled from CUDA),
+ * -EIO (the stream's context has faulted: the flag will not advance),
+ * -EINVAL (NULL slot), -ENOSYS (built without CUDA).
+ */
+CUFLAG_API int cuflag_cuda_check(cuflag_slot *s);
 
 #ifdef __cplusplus
 }

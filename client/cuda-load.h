@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The driver entry points the CUDA binding uses, resolved from libcuda.so.1
+ * at first use. Loading the driver lazily keeps libcuflag-client usable on a
+ * node (or in a container) without the NVIDIA driver: only the CUDA calls
+ * fail there, with -ENODEV, while everything else works.
+ */
+#ifndef CUFLAG_CUDA_LOAD_H
+#define CUFLAG_CUDA_LOAD_H
+
+#include <cuda.h>
+
+struct cuflag_cuda_api {
+	CUresult (*StreamGetCtx)(CUstream, CUcontext *);
+	CUresult (*CtxPushCurrent)(CUcontext);
+	CUresult (*CtxPopCurrent)(CUcontext *);
+	CUresult (*MemHostRegister)(void *, size_t, unsigned int);
+	CUresult (*MemHostUnregister)(void *);
+	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
+	CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void *);
+	CUresult (*StreamQuery)(CUstream);
+};
+
+extern struct cuflag_cuda_api cuflag__cu;
+
+/* Resolve every entry point once; 0, or -ENODEV when the driver is missing. */
+int cuflag__cuda_load(void);
+
+#endif
