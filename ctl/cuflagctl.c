@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/* cuflagctl: ask a running cuflagd how it is doing. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "query.h"
+#include "report.h"
+
+#define DEFAULT_SOCKET "/run/cuflagd/cuflagd.sock"
+
+enum { EXIT_OK = 0, EXIT_DAEMON = 1, EXIT_USAGE = 2 };
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: cuflagctl [--socket PATH] [--json] COMMAND\n"
+		"Ask a running cuflagd how it is doing.\n\n"
+		"Commands:\n"
+		"  status          version, uptime, slab backend, epoch, scanner, load\n"
+		"  clients         one line per connected client\n"
+		"  stats           every counter the daemon keeps\n\n"
+		"Options:\n"
+		"  --socket PATH   the daemon's socket (default: $CUFLAG_SOCKET, else\n"
+		"                  " DEFAULT_SOCKET ")\n"
+		"  --json          print one JSON object instead of a table\n"
+		"  -h, --help      this text\n"
+		"  --version       print the version\n\n"
+		"Exit status: 0 success, 1 the daemon is unreachable or answered an error,\n"
+		"2 usage error.\n");
+}
+
+static int run_counters(struct ctl_conn *c, int json, int brief)
+{
+	struct cuflag_msg_stats_reply st;
+	int rc = ctl_stats(c, &st);
+
+	if (rc)
+		return rc;
+	if (brief)
+		report_status(stdout, &st, json);
+	else
+		report_stats(stdout, &st, json);
+	return 0;
+}
+
+static int run_clients(struct ctl_conn *c, int json)
+{
+	struct cuflag_msg_client_info *v = NULL;
+	size_t n = 0;
+	int rc = ctl_clients(c, &v, &n);
+
+	if (rc)
+		return rc;
+	report_clients(stdout, v, n, json);
+	free(v);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_SOCKET = 256, O_JSON, O_VERSION };
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, O_VERSION },
+		{ 0 },
+	};
+	const char *path = getenv("CUFLAG_SOCKET");
+	struct ctl_conn conn;
+	const char *cmd;
+	int c, json = 0, rc;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case O_SOCKET:
+			path = optarg;
+			break;
+		case O_JSON:
+			json = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		case O_VERSION:
+			printf("cuflagctl %s (protocol %u)\n", CUFLAG_VERSION, CUFLAG_PROTO_VERSION);
+			return EXIT_OK;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind + 1 != argc) {
+		fprintf(stderr, "cuflagctl: %s\n",
+			optind == argc ? "a command is needed" : "one command at a time");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	cmd = argv[optind];
+	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "clients")) {
+		fprintf(stderr, "cuflagctl: unknown command '%s'\n", cmd);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!path || !path[0])
+		path = DEFAULT_SOCKET;
+
+	rc = ctl_open(&conn, path);
+	if (rc == 0) {
+		if (!strcmp(cmd, "clients"))
+			rc = run_clients(&conn, json);
+		else
+			rc = run_counters(&conn, json, !strcmp(cmd, "status"));
+	}
+	ctl_close(&conn);
+	if (rc) {
+		fprintf(stderr, "cuflagctl: %s: %s\n", cmd, conn.why);
+		return EXIT_DAEMON;
+	}
+	/* Output cut short (a closed pipe, a full disk) is a failure too. */
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "cuflagctl: writing the output: %s\n", strerror(errno));
+		return EXIT_DAEMON;
+	}
+	return EXIT_OK;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuflagctl's side of the wire: connect to cuflagd and ask it the admin
+ * queries (STATS, CLIENTS). These need no HELLO: they take no region.
+ */
+#ifndef CUFLAGCTL_QUERY_H
+#define CUFLAGCTL_QUERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuflag-proto.h"
+
+struct ctl_conn {
+	int fd;
+	uint32_t next_id;
+	/* Why the last call failed, in words: the daemon's reason or ours. */
+	char why[CUFLAG_REASON_MAX];
+};
+
+/*
+ * Connect to the daemon's socket at path. 0 or a negative errno from
+ * socket(2) / connect(2) (-ENAMETOOLONG for a path too long), with c->why set.
+ */
+int ctl_open(struct ctl_conn *c, const char *path);
+void ctl_close(struct ctl_conn *c);
+
+/*
+ * The daemon's counters. 0, or a negative errno: the daemon's error status,
+ * -ECONNRESET (it hung up), -ETIMEDOUT (no reply in time), -EPROTO /
+ * -EBADMSG (a malformed reply); c->why says which.
+ */
+int ctl_stats(struct ctl_conn *c, struct cuflag_msg_stats_reply *out);
+
+/*
+ * Every client holding a region; *list is malloc'ed (free it), *n entries.
+ * Errors as ctl_stats(), and -ENOMEM.
+ */
+int ctl_clients(struct ctl_conn *c, struct cuflag_msg_client_info **list, size_t *n);
+
+#endif

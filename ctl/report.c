@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Both renderings come from one table per reply struct, so a counter added
+ * to the protocol is added once here and shows up in the table and in JSON
+ * alike, under the same name.
+ */
+#include "report.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "json.h"
+
+enum kind {
+	K_U32,
+	K_I32,
+	K_U64,
+	K_MS,      /* a duration in ms: a number in JSON, "1h 02m 03s" for people */
+	K_EPOCH,   /* a 64-bit tag: hex text, so no JSON reader rounds it */
+	K_SLAB,    /* enum cuflag_slab_kind, by name */
+	K_SCANNER, /* enum cuflag_scanner_state, by name */
+};
+
+struct field {
+	const char *key;   /* JSON member name */
+	const char *label; /* what people read */
+	size_t off;
+	enum kind kind;
+	int brief;         /* part of the short view (status, the clients table) */
+};
+
+#define S(key, label, kind, brief)                                                         \
+	{ #key, label, offsetof(struct cuflag_msg_stats_reply, key), kind, brief }
+static const struct field stats_fields[] = {
+	{ "protocol", "protocol", offsetof(struct cuflag_msg_stats_reply, version), K_U32, 1 },
+	S(uptime_ms, "uptime", K_MS, 1),
+	S(slab, "slab", K_SLAB, 1),
+	S(epoch, "epoch", K_EPOCH, 1),
+	{ "scanner", "scanner", offsetof(struct cuflag_msg_stats_reply, scanner_state), K_SCANNER,
+	  1 },
+	S(clients, "clients", K_U32, 1),
+	S(max_clients, "max clients", K_U32, 1),
+	S(slots, "slots", K_U32, 1),
+	S(slots_per_client, "slots per client", K_U32, 1),
+	S(pending, "pending", K_U64, 1),
+	S(armed, "armed", K_U64, 0),
+	S(wakes, "wakes", K_U64, 0),
+	S(completions, "completions", K_U64, 0),
+	S(parks, "parks", K_U64, 0),
+	S(passes, "passes", K_U64, 0),
+	S(bad_arms, "bad arms", K_U64, 0),
+	S(dropped, "dropped clients", K_U64, 0),
+	S(spin_us, "spin us", K_U32, 0),
+};
+#undef S
+
+#define C(key, label, kind, brief)                                                         \
+	{ #key, label, offsetof(struct cuflag_msg_client_info, key), kind, brief }
+static const struct field client_fields[] = {
+	{ "id", "ID", offsetof(struct cuflag_msg_client_info, client_id), K_U32, 1 },
+	C(pid, "PID", K_I32, 1),
+	C(uid, "UID", K_U32, 1),
+	C(gid, "GID", K_U32, 1),
+	C(slots, "SLOTS", K_U32, 1),
+	C(armed, "ARMED", K_U64, 1),
+	C(wakes, "WAKES", K_U64, 1),
+	C(pending, "PENDING", K_U64, 1),
+	C(connected_ms, "CONNECTED", K_MS, 0),
+};
+#undef C
+
+#define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
+
+static uint64_t get_u(const void *base, const struct field *f)
+{
+	const unsigned char *p = (const unsigned char *)base + f->off;
+	uint32_t v32;
+	uint64_t v64;
+
+	if (f->kind == K_U64 || f->kind == K_MS || f->kind == K_EPOCH) {
+		memcpy(&v64, p, sizeof(v64));
+		return v64;
+	}
+	memcpy(&v32, p, sizeof(v32));
+	return v32;
+}
+
+static int32_t get_i32(const void *base, const struct field *f)
+{
+	int32_t v;
+	memcpy(&v, (const unsigned char *)base + f->off, sizeof(v));
+	return v;
+}
+
+static const char *slab_name(uint64_t v)
+{
+	return v == CUFLAG_SLAB_MEMFD ? "memfd" : v == CUFLAG_SLAB_CUDA_IPC ? "cuda-ipc" : NULL;
+}
+
+static const char *scanner_name(uint64_t v)
+{
+	return v == CUFLAG_SCANNER_SPINNING ? "spinning"
+	       : v == CUFLAG_SCANNER_PARKED ? "parked"
+					    : NULL;
+}
+
+/* A value as text: what the table shows and what JSON quotes for names. */
+static void value_text(const void *base, const struct field *f, int human, char *buf,
+		       size_t len)
+{
+	uint64_t v = f->kind == K_I32 ? 0 : get_u(base, f);
+	const char *name = NULL;
+
+	switch (f->kind) {
+	case K_I32:
+		snprintf(buf, len, "%" PRId32, get_i32(base, f));
+		return;
+	case K_MS:
+		if (human) {
+			uint64_t s = v / 1000;
+			if (s >= 3600)
+				snprintf(buf, len, "%" PRIu64 "h %02" PRIu64 "m %02" PRIu64 "s",
+					 s / 3600, s / 60 % 60, s % 60);
+			else if (s >= 60)
+				snprintf(buf, len, "%" PRIu64 "m %02" PRIu64 "s", s / 60, s % 60);
+			else
+				snprintf(buf, len, "%" PRIu64 ".%03" PRIu64 "s", s, v % 1000);
+			return;
+		}
+		break;
+	case K_EPOCH:
+		snprintf(buf, len, "%016" PRIx64, v);
+		return;
+	case K_SLAB:
+		name = slab_name(v);
+		break;
+	case K_SCANNER:
+		name = scanner_name(v);
+		break;
+	default:
+		break;
+	}
+	if (name)
+		snprintf(buf, len, "%s", name);
+	else if (f->kind == K_SLAB || f->kind == K_SCANNER)
+		snprintf(buf, len, "unknown-%" PRIu64, v); /* a newer daemon's value */
+	else
+		snprintf(buf, len, "%" PRIu64, v);
+}
+
+static void json_field(struct json *j, const void *base, const struct field *f)
+{
+	char buf[64];
+
+	switch (f->kind) {
+	case K_U32:
+	case K_U64:
+	case K_MS:
+		json_uint(j, f->key, get_u(base, f));
+		return;
+	case K_I32:
+		json_int(j, f->key, get_i32(base, f));
+		return;
+	default:
+		value_text(base, f, 0, buf, sizeof(buf));
+		json_string(j, f->key, buf);
+		return;
+	}
+}
+
+static void json_fields(struct json *j, const void *base, const struct field *fs, size_t n,
+			int brief_only)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!brief_only || fs[i].brief)
+			json_field(j, base, &fs[i]);
+}
+
+/* "label:   value" lines, the values lined up. */
+static void print_pairs(FILE *f, const void *base, const struct field *fs, size_t n,
+			int brief_only)
+{
+	int w = 0;
+	char buf[64];
+
+	for (size_t i = 0; i < n; i++)
+		if ((!brief_only || fs[i].brief) && (int)strlen(fs[i].label) > w)
+			w = (int)strlen(fs[i].label);
+	for (size_t i = 0; i < n; i++) {
+		if (brief_only && !fs[i].brief)
+			continue;
+		value_text(base, &fs[i], 1, buf, sizeof(buf));
+		fprintf(f, "%-*s  %s\n", w + 1, fs[i].label, buf);
+	}
+}
+
+static void report_counters(FILE *f, const struct cuflag_msg_stats_reply *st, int json,
+			    int brief_only)
+{
+	struct json j;
+
+	if (!json) {
+		print_pairs(f, st, stats_fields, NFIELDS(stats_fields), brief_only);
+		return;
+	}
+	json_init(&j, f);
+	json_object_begin(&j, NULL);
+	json_fields(&j, st, stats_fields, NFIELDS(stats_fields), brief_only);
+	json_object_end(&j);
+	json_finish(&j);
+}
+
+void report_status(FILE *f, const struct cuflag_msg_stats_reply *st, int json)
+{
+	report_counters(f, st, json, 1);
+}
+
+void report_stats(FILE *f, const struct cuflag_msg_stats_reply *st, int json)
+{
+	report_counters(f, st, json, 0);
+}
+
+static void clients_json(FILE *f, const struct cuflag_msg_client_info *v, size_t n)
+{
+	struct json j;
+
+	json_init(&j, f);
+	json_object_begin(&j, NULL);
+	json_array_begin(&j, "clients");
+	for (size_t r = 0; r < n; r++) {
+		json_object_begin(&j, NULL);
+		json_fields(&j, &v[r], client_fields, NFIELDS(client_fields), 0);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	json_object_end(&j);
+	json_finish(&j);
+}
+
+void report_clients(FILE *f, const struct cuflag_msg_client_info *v, size_t n, int json)
+{
+	int w[NFIELDS(client_fields)];
+	char buf[64];
+
+	if (json) {
+		clients_json(f, v, n);
+		return;
+	}
+	/* Right-aligned numbers: each column as wide as its widest cell. */
+	for (size_t c = 0; c < NFIELDS(client_fields); c++) {
+		w[c] = (int)strlen(client_fields[c].label);
+		for (size_t r = 0; r < n; r++) {
+			value_text(&v[r], &client_fields[c], 1, buf, sizeof(buf));
+			if ((int)strlen(buf) > w[c])
+				w[c] = (int)strlen(buf);
+		}
+	}
+	for (size_t c = 0; c < NFIELDS(client_fields); c++)
+		if (client_fields[c].brief)
+			fprintf(f, "%s%*s", c ? "  " : "", w[c], client_fields[c].label);
+	fputc('\n', f);
+	for (size_t r = 0; r < n; r++) {
+		for (size_t c = 0; c < NFIELDS(client_fields); c++) {
+			if (!client_fields[c].brief)
+				continue;
+			value_text(&v[r], &client_fields[c], 1, buf, sizeof(buf));
+			fprintf(f, "%s%*s", c ? "  " : "", w[c], buf);
+		}
+		fputc('\n', f);
+	}
+}

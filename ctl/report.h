@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/* Rendering what the daemon said: a human table, or one JSON object. */
+#ifndef CUFLAGCTL_REPORT_H
+#define CUFLAGCTL_REPORT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cuflag-proto.h"
+
+/* The short view of the counters: version, uptime, backend, state, load. */
+void report_status(FILE *f, const struct cuflag_msg_stats_reply *st, int json);
+/* Every counter of the STATS reply. */
+void report_stats(FILE *f, const struct cuflag_msg_stats_reply *st, int json);
+/* One row (or array element) per client. */
+void report_clients(FILE *f, const struct cuflag_msg_client_info *v, size_t n, int json);
+
+#endif
