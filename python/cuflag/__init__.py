@@ -1,0 +1,27 @@
+# SPDX-License-Identifier: MIT
+"""cuflag: learn that GPU work has finished, from any event loop.
+
+A thin binding of libcuflag-client (found through $CUFLAG_LIBRARY, the
+linker's search path, or its soname libcuflag-client.so.0)::
+
+    with cuflag.Client() as client:
+        slot = client.acquire()
+        target = slot.arm()
+        ...                      # the GPU stores target into the flag
+        slot.wait(target)        # or: await slot.wait_async(target)
+
+Errors from the library are OSError with its errno (FileNotFoundError,
+TimeoutError, ... where Python has a subclass for it).
+"""
+
+from . import _lib
+from ._lib import library_path
+from .client import Client
+from .slot import Slot
+
+__all__ = ["Client", "Slot", "library_path", "library_version"]
+
+
+def library_version():
+    """The loaded library's version, "MAJOR.MINOR.PATCH"."""
+    return _lib.lib().cuflag_version().decode()

@@ -1,0 +1,196 @@
+# SPDX-License-Identifier: MIT
+"""One completion timeline: a flag and an eventfd."""
+
+import ctypes
+import errno
+import math
+import threading
+import time
+import weakref
+
+from . import _lib
+from . import aio
+
+# A blocking wait is cut into slices this long so that Python sees signals
+# (KeyboardInterrupt) between them: the library retries its own sleep when
+# interrupted.
+_WAIT_SLICE_S = 1.0
+_INT_MAX_MS = 2**31 - 1
+
+
+class Slot:
+    """A slot of a Client, from Client.acquire() or acquire_many().
+
+    The slot's flag is a 32-bit timeline value that only moves forward.
+    arm() reserves the next value; whoever completes the work (a GPU stream
+    through the CUDA binding, or any writer) stores that value into the
+    flag; cuflagd sees the flag advance and adds the number of completions
+    to the slot's eventfd (``fd``).
+
+    Counting: the eventfd counter says how many armed values landed since
+    it was last read. wait_async() and completions() read it when it
+    becomes readable and keep what they read in a tally that this object
+    holds; consume() returns the tally plus whatever the counter holds, so
+    a completion is counted once, whichever way it was seen. wait() never
+    reads the counter.
+
+    Not safe to use after release() or after its client is closed
+    (ValueError).
+    """
+
+    def __init__(self, client, ptr):
+        lib = _lib.lib()
+        self._client = client  # the connection must outlive the slot
+        self._ptr = ptr
+        self._fd = lib.cuflag_slot_fd(ptr)
+        self._id = lib.cuflag_slot_id(ptr)
+        self._flag = ctypes.c_uint32.from_address(lib.cuflag_slot_flag(ptr))
+        self._tally = 0
+        self._tally_lock = threading.Lock()
+        self._watch = None  # the event-loop reader, while something awaits
+        self._finalizer = weakref.finalize(self, client._conn.release, ptr)
+
+    def _handle(self):
+        if self._ptr is None:
+            raise ValueError("cuflag slot is released")
+        return self._ptr
+
+    def _forget(self):
+        """Make the slot unusable; whoever calls this frees it."""
+        if self._watch is not None:
+            self._watch.close()
+        self._finalizer.detach()
+        self._ptr = None
+
+    @property
+    def released(self):
+        return self._ptr is None
+
+    @property
+    def fd(self):
+        """The slot's eventfd (non-blocking), to poll for readability. It
+        stays owned by the slot: do not close it."""
+        self._handle()
+        return self._fd
+
+    def fileno(self):
+        """The eventfd, so that a Slot can go straight into select/selectors."""
+        return self.fd
+
+    @property
+    def id(self):
+        """The slot's index in its client's region."""
+        return self._id
+
+    @property
+    def flag(self):
+        """The flag's current value: the last value stored into it."""
+        self._handle()
+        return self._flag.value
+
+    def store(self, value):
+        """Store ``value`` into the flag, as the device does when the work
+        finishes: the simulated device, for tests and demonstrations. Real
+        completions come from the GPU (see the C library's CUDA binding).
+
+        It is one aligned 32-bit store, which the CPU makes visible in
+        program order, as the device's posted write is.
+        """
+        self._handle()
+        self._flag.value = value & 0xFFFFFFFF
+
+    def arm(self):
+        """Reserve the slot's next timeline value, publish the arm to the
+        daemon and return the value. Raises OSError(ENOTCONN) when the
+        daemon hung up while its arm queue was full."""
+        target = ctypes.c_uint32()
+        _lib.check(_lib.lib().cuflag_slot_arm(self._handle(), ctypes.byref(target)))
+        return target.value
+
+    def _poll(self, target, timeout_ms):
+        """One library wait: True when reached, False on timeout."""
+        rc = _lib.lib().cuflag_slot_wait(self._handle(), target, timeout_ms)
+        if rc == -errno.ETIMEDOUT:
+            return False
+        _lib.check(rc)
+        return True
+
+    def reached(self, target):
+        """Whether the flag has reached ``target``, without blocking.
+        Raises OSError(EINVAL) when ``target`` was never armed here, or the
+        error that stopped the work (EIO: a device fault)."""
+        return self._poll(target, 0)
+
+    def wait(self, target, timeout=None):
+        """Block until the flag reaches ``target`` (from arm()).
+
+        ``timeout`` is in seconds; None waits for ever. Returns at once,
+        without a system call, when the flag is already there. Other threads
+        run meanwhile. Raises TimeoutError, OSError(EINVAL) when ``target``
+        was never armed here, or OSError with the error that ended the wait
+        (EIO: a device fault stopped the work). Leaves the eventfd counter
+        alone.
+        """
+        if timeout is not None and timeout < 0:
+            raise ValueError("timeout must be None or >= 0")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            slice_s = _WAIT_SLICE_S
+            if deadline is not None:
+                slice_s = min(slice_s, max(0.0, deadline - time.monotonic()))
+            if self._poll(target, min(math.ceil(slice_s * 1000), _INT_MAX_MS)):
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(errno.ETIMEDOUT, "cuflag wait timed out")
+
+    def _read_counter(self):
+        """Read the eventfd counter into the tally; raise its read error."""
+        n = ctypes.c_uint64()
+        rc = _lib.lib().cuflag_slot_consume(self._handle(), ctypes.byref(n))
+        if rc == -errno.EAGAIN:
+            return
+        _lib.check(rc)
+        with self._tally_lock:
+            self._tally += n.value
+
+    def consume(self):
+        """Completions signalled since the last consume (0 when none),
+        counting those that wait_async() and completions() have read off
+        the eventfd and not yet handed out. Never blocks."""
+        self._read_counter()
+        with self._tally_lock:
+            n, self._tally = self._tally, 0
+        return n
+
+    async def wait_async(self, target):
+        """Wait in the running asyncio loop until the flag reaches
+        ``target``; errors as wait(). Use asyncio.timeout() for a limit."""
+        await aio.wait(self, target)
+
+    def completions(self):
+        """An async iterator of completion counts, as consume() returns
+        them, each > 0; it waits in the running loop between them."""
+        return aio.completions(self)
+
+    def release(self):
+        """Give the slot back to the daemon and close its eventfd. The
+        daemon reuses it only once every armed value has landed, so a device
+        write still in flight cannot reach another owner. Releasing twice is
+        harmless."""
+        ptr = self._ptr
+        if ptr is None:
+            return
+        self._client._slots.discard(self)
+        self._forget()
+        self._client._conn.release(ptr)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __repr__(self):
+        if self._ptr is None:
+            return f"<cuflag.Slot id={self._id} released>"
+        return f"<cuflag.Slot id={self._id} fd={self._fd} flag={self._flag.value}>"

@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: MIT
+"""Start the real cuflagd (path from $CUFLAGD, set by meson) on a private
+socket for a test, wait until it accepts a connection, and stop it."""
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+import cuflag
+
+_PR_SET_PDEATHSIG = 1
+_READY_TIMEOUT_S = 10.0
+
+
+def _die_with_parent():
+    # The daemon must not outlive a test that crashes or is killed.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _accepts(path):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        try:
+            s.connect(path)
+        except OSError:
+            return False
+        return True
+
+
+class Daemon:
+    def __init__(self, *args):
+        self.dir = tempfile.mkdtemp(prefix="cuflag-pytest-")
+        self.socket = os.path.join(self.dir, "cuflagd.sock")
+        binary = os.environ.get("CUFLAGD", "cuflagd")
+        self.proc = subprocess.Popen([binary, "--socket", self.socket, *args],
+                                     preexec_fn=_die_with_parent)
+        # Ready once it accepts a connection; fail fast if it died.
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        while not _accepts(self.socket):
+            if self.proc.poll() is not None:
+                self._cleanup()
+                raise RuntimeError(f"cuflagd exited before it was ready "
+                                   f"(status {self.proc.returncode})")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("cuflagd did not become ready")
+            time.sleep(0.0005)
+
+    def stop(self):
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        status = self.proc.wait(timeout=10)
+        self._cleanup()
+        return status
+
+    def _cleanup(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def open_fds():
+    return len(os.listdir("/proc/self/fd")) - 1  # less listdir's own fd
+
+
+class DaemonTestCase(unittest.TestCase):
+    """One daemon for the class, a client connected to it for each test;
+    every test must close the fds it opens."""
+
+    daemon_args = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon(*cls.daemon_args)
+
+    @classmethod
+    def tearDownClass(cls):
+        status = cls.daemon.stop()
+        if status != 0:
+            raise AssertionError(f"cuflagd exited with status {status}")
+
+    def setUp(self):
+        fds = open_fds()
+        self.addCleanup(lambda: self.assertEqual(open_fds(), fds, "fds leaked"))
+        self.client = cuflag.Client(self.daemon.socket)
+        self.addCleanup(self.client.close)
