@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuflag-bench: cuflag against its baselines, measured in the same run.
+ * Shared types of the parts: options, results, and what each part offers.
+ */
+#ifndef CUFLAG_BENCH_H
+#define CUFLAG_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Exit status meaning "cannot run here" (meson reads it as a skip). */
+#define BENCH_EXIT_SKIP 77
+
+struct bench_opts {
+	const char *mode;      /* "cpu" or "gpu" */
+	int json;
+	unsigned iterations;   /* latency samples per mechanism */
+	unsigned warmup;       /* samples dropped before those */
+	unsigned clients;      /* P: processes in the throughput runs */
+	unsigned slots;        /* S: slots per process (cpu throughput) */
+	unsigned streams;      /* K: streams per process (gpu throughput) */
+	uint64_t completions;  /* throughput completions per process */
+	unsigned spin_us;      /* the daemon's --spin-us */
+	unsigned idle_ms;      /* how long the idle CPU is measured */
+	const char *daemon;    /* cuflagd to spawn */
+	const char *socket;    /* an already-running daemon, or NULL */
+	const char *dump_dir;  /* --dump-samples DIR, or NULL */
+	const char *self;      /* argv[0] resolved: workers exec it */
+};
+
+#define BENCH_MAX_LAT 16
+#define BENCH_MAX_TPUT 8
+#define BENCH_MAX_RATIOS 16
+
+/* One latency row: samples in microseconds. */
+struct bench_lat {
+	const char *name;
+	double *us;
+	size_t n;
+	int failed;            /* the mechanism could not be measured */
+	char why[160];         /* what went wrong, when failed */
+};
+
+struct bench_tput {
+	const char *name;
+	unsigned procs;
+	unsigned per_proc;     /* slots or streams per process */
+	uint64_t completions;
+	double seconds;
+	double per_s;
+	double daemon_cpu_ms;  /* < 0: not measured for this row */
+	int failed;
+	char why[160];
+};
+
+struct bench_ratio {
+	const char *name;
+	double value;          /* < 0: not available */
+};
+
+struct bench_report {
+	const char *mode;
+	const struct bench_opts *opts;
+	struct bench_lat lat[BENCH_MAX_LAT];
+	size_t nlat;
+	struct bench_tput tput[BENCH_MAX_TPUT];
+	size_t ntput;
+	/* Daemon CPU. */
+	int have_daemon_cpu;
+	pid_t daemon_pid;
+	double us_per_completion;  /* daemon CPU per completion, throughput run */
+	double idle_pct;           /* % of one core while clients sit idle */
+	double idle_seconds;
+	unsigned idle_clients;
+	struct bench_ratio ratios[BENCH_MAX_RATIOS];
+	size_t nratios;
+};
+
+struct bench_daemon;
+
+/* What a throughput worker process reports. */
+struct bench_worker_result {
+	int rc;
+	uint64_t done;
+	uint64_t t_start, t_end;
+	char why[160];
+};
+
+/*
+ * fleet.c: run P worker processes. In each child fn(i, ready_fd, go_fd,
+ * result_fd, arg) writes one byte to ready_fd when set up, reads one byte
+ * from go_fd, runs, writes its struct bench_worker_result to result_fd, and
+ * exits (or execs something that does). Fills t; returns the daemon's CPU
+ * time over the run in ms, or < 0 (not readable, or the run failed).
+ */
+typedef void (*bench_worker_fn)(unsigned i, int ready_fd, int go_fd, int result_fd, void *arg);
+double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsigned P,
+		       bench_worker_fn fn, void *arg, uint64_t expect, unsigned ready_s,
+		       unsigned run_s);
+
+static inline uint64_t bench_rand(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+/* stats.c */
+uint64_t bench_now_ns(void);
+void bench_sleep_ns(uint64_t ns);
+double bench_percentile(const double *sorted, size_t n, double p);
+void bench_sort(double *v, size_t n);
+/* Sort a row's samples and fill p50/p90/p99/max (0 when empty). */
+struct bench_pcts {
+	double p50, p90, p99, max;
+};
+struct bench_pcts bench_lat_pcts(struct bench_lat *l);
+struct bench_lat *bench_lat_add(struct bench_report *r, const char *name, size_t cap);
+void bench_lat_fail(struct bench_lat *l, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+struct bench_tput *bench_tput_add(struct bench_report *r, const char *name);
+const struct bench_lat *bench_lat_find(const struct bench_report *r, const char *name);
+const struct bench_tput *bench_tput_find(const struct bench_report *r, const char *name);
+void bench_ratio_add(struct bench_report *r, const char *name, double value);
+void bench_ratio_lat(struct bench_report *r, const char *name, const char *a, const char *b,
+		     int p99);
+void bench_ratio_tput(struct bench_report *r, const char *name, const char *a, const char *b);
+int bench_dump_samples(struct bench_report *r, const char *dir);
+
+/* json.c */
+void bench_print_json(const struct bench_report *r);
+
+/* report.c */
+void bench_print_text(const struct bench_report *r);
+
+/* daemon.c: a cuflagd of our own, or the one at --socket. */
+struct bench_daemon {
+	pid_t pid;        /* ours, or the peer's from SO_PEERCRED; 0 if unknown */
+	int spawned;
+	char dir[64];
+	char sock[108];
+};
+int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o);
+void bench_daemon_stop(struct bench_daemon *d);
+/* CPU time (user+system) of the daemon so far, in ms; < 0 if unreadable. */
+double bench_daemon_cpu_ms(const struct bench_daemon *d);
+const char *bench_find_daemon(const char *self);
+/* idle.c: fill idle_pct with the daemon's CPU while P clients x S slots sit idle. */
+void bench_idle_cpu(const struct bench_opts *o, struct bench_report *r,
+		    const struct bench_daemon *d);
+
+/* cpu.c, gpu.c: the two modes; return an exit status. */
+int bench_cpu_run(const struct bench_opts *o, struct bench_report *r);
+int bench_gpu_run(const struct bench_opts *o, struct bench_report *r);
+/* gpu.c: the hidden throughput worker (--gpu-worker). */
+int bench_gpu_worker(int argc, char **argv);
+
+/* scanner.c: the in-process scanner (the seed's design), one slot per user. */
+struct inproc_scanner;
+/* Slot i watches flags[i] and signals efds[i] (non-blocking eventfds). */
+int inproc_scanner_start(struct inproc_scanner **out, unsigned nslots,
+			 volatile uint32_t *const *flags, const int *efds);
+void inproc_scanner_stop(struct inproc_scanner *sc);
+/* The slot's completion target is now t (and the scanner wakes if parked). */
+void inproc_scanner_arm(struct inproc_scanner *sc, unsigned i, uint32_t t);
+
+static inline void bench_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+#endif

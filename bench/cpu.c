@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --mode cpu: the simulated device (a thread that stores the target into the
+ * flag with a release store) against three ways of waking a blocked waiter:
+ *   eventfd-direct  the storing thread also writes an eventfd (the floor)
+ *   inproc-scanner  a scanner thread in this process (the seed's design)
+ *   cuflagd         the real daemon, a separate process, scanning our region
+ * All three use the same two threads of this process and the same clock: the
+ * waiter arms, hands the target to the storer and blocks in poll(2) on an
+ * eventfd; the storer sleeps a random 20-200 us (so the waiter is asleep),
+ * reads t0 and stores; the waiter reads t1 as soon as poll returns.
+ * Mechanisms take turns in blocks, so drifting background load hits all alike.
+ * Then throughput (P processes x S slots through cuflagd) and daemon CPU.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cuflag/cuflag.h"
+
+#define WAKE_TIMEOUT_MS 5000
+#define BLOCK 50 /* samples per turn */
+
+enum mech_kind { M_DIRECT, M_INPROC, M_CUFLAGD, M_COUNT };
+static const char *const mech_names[M_COUNT] = { "eventfd-direct", "inproc-scanner", "cuflagd" };
+
+struct mech {
+	enum mech_kind kind;
+	int fd;                  /* what the waiter polls */
+	volatile uint32_t *flag; /* what the storer stores to */
+	uint32_t local_flag;     /* the flag, for the two in-process mechanisms */
+	uint32_t next;           /* next target (in-process mechanisms) */
+	cuflag_slot *slot;
+	struct inproc_scanner *sc;
+	struct bench_lat *row;
+};
+
+struct storer {
+	pthread_t thread;
+	int go_efd;
+	struct mech *_Atomic m;
+	_Atomic uint32_t target;
+	_Atomic uint64_t t0;
+	_Atomic int quit;
+	uint64_t rng;
+};
+
+static void *storer_main(void *arg)
+{
+	struct storer *st = arg;
+
+	for (;;) {
+		uint64_t v, one = 1;
+		struct mech *m;
+		uint32_t t;
+
+		if (read(st->go_efd, &v, sizeof(v)) != sizeof(v)) {
+			if (errno == EINTR)
+				continue;
+			fprintf(stderr, "cuflag-bench: storer: read: %s\n", strerror(errno));
+			return NULL;
+		}
+		if (atomic_load(&st->quit))
+			return NULL;
+		m = atomic_load(&st->m);
+		t = atomic_load(&st->target);
+		bench_sleep_ns(20000 + bench_rand(&st->rng) % 180000);
+		atomic_store(&st->t0, bench_now_ns());
+		/* The simulated device write. */
+		__atomic_store_n(m->flag, t, __ATOMIC_RELEASE);
+		if (m->kind == M_DIRECT && write(m->fd, &one, sizeof(one)) != sizeof(one))
+			fprintf(stderr, "cuflag-bench: storer: eventfd write: %s\n", strerror(errno));
+	}
+}
+
+static int mech_arm(struct mech *m, uint32_t *t)
+{
+	switch (m->kind) {
+	case M_CUFLAGD:
+		return cuflag_slot_arm(m->slot, t);
+	case M_INPROC:
+		*t = ++m->next;
+		inproc_scanner_arm(m->sc, 0, *t);
+		return 0;
+	default:
+		*t = ++m->next;
+		return 0;
+	}
+}
+
+/* Completions the wake carried (read after t1, so not timed). */
+static int mech_consume(struct mech *m, uint64_t *n)
+{
+	if (m->kind == M_CUFLAGD)
+		return cuflag_slot_consume(m->slot, n);
+	if (read(m->fd, n, sizeof(*n)) != sizeof(*n))
+		return -errno;
+	return 0;
+}
+
+/* One timed wake; 0 and *us, or -1 with the row failed. */
+static int one_wake(struct storer *st, struct mech *m, double *us)
+{
+	struct pollfd p = { .fd = m->fd, .events = POLLIN };
+	uint64_t one = 1, t0, t1, n = 0;
+	uint32_t t;
+	int rc;
+
+	rc = mech_arm(m, &t);
+	if (rc) {
+		bench_lat_fail(m->row, "arm failed: %s", strerror(-rc));
+		return -1;
+	}
+	atomic_store(&st->m, m);
+	atomic_store(&st->target, t);
+	atomic_store(&st->t0, 0);
+	if (write(st->go_efd, &one, sizeof(one)) != sizeof(one)) {
+		bench_lat_fail(m->row, "eventfd write: %s", strerror(errno));
+		return -1;
+	}
+	do
+		rc = poll(&p, 1, WAKE_TIMEOUT_MS);
+	while (rc < 0 && errno == EINTR);
+	t1 = bench_now_ns();
+	if (rc == 0) {
+		bench_lat_fail(m->row, "no wake within %d ms of the store", WAKE_TIMEOUT_MS);
+		return -1;
+	}
+	if (rc < 0) {
+		bench_lat_fail(m->row, "poll: %s", strerror(errno));
+		return -1;
+	}
+	t0 = atomic_load(&st->t0);
+	if (t0 == 0 || t1 < t0) {
+		bench_lat_fail(m->row, "woke before the store");
+		return -1;
+	}
+	rc = mech_consume(m, &n);
+	if (rc || n != 1) {
+		bench_lat_fail(m->row, "the wake carried %llu completions (rc %d), not 1",
+			       (unsigned long long)n, rc);
+		return -1;
+	}
+	*us = (double)(t1 - t0) / 1000.0;
+	return 0;
+}
+
+static int latency(const struct bench_opts *o, struct bench_report *r, const char *sock)
+{
+	struct mech m[M_COUNT];
+	struct storer st;
+	cuflag_client *c = NULL;
+	int rc, failed = 0, direct_efd, inproc_efd;
+	unsigned total = o->warmup + o->iterations, done[M_COUNT] = { 0 };
+
+	memset(m, 0, sizeof(m));
+	memset(&st, 0, sizeof(st));
+	for (int k = 0; k < M_COUNT; k++) {
+		m[k].kind = (enum mech_kind)k;
+		m[k].row = bench_lat_add(r, mech_names[k], o->iterations);
+		m[k].flag = &m[k].local_flag;
+	}
+	direct_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	inproc_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	st.go_efd = eventfd(0, EFD_CLOEXEC);
+	if (direct_efd < 0 || inproc_efd < 0 || st.go_efd < 0) {
+		fprintf(stderr, "cuflag-bench: eventfd: %s\n", strerror(errno));
+		return -1;
+	}
+	m[M_DIRECT].fd = direct_efd;
+	m[M_INPROC].fd = inproc_efd;
+	{
+		volatile uint32_t *flags[1] = { m[M_INPROC].flag };
+		rc = inproc_scanner_start(&m[M_INPROC].sc, 1, flags, &inproc_efd);
+		if (rc) {
+			bench_lat_fail(m[M_INPROC].row, "scanner thread: %s", strerror(-rc));
+			m[M_INPROC].sc = NULL;
+		}
+	}
+	rc = cuflag_connect(sock, &c);
+	if (!rc)
+		rc = cuflag_slot_acquire(c, &m[M_CUFLAGD].slot);
+	if (rc) {
+		bench_lat_fail(m[M_CUFLAGD].row, "cannot get a slot from %s: %s", sock,
+			       strerror(-rc));
+	} else {
+		m[M_CUFLAGD].fd = cuflag_slot_fd(m[M_CUFLAGD].slot);
+		m[M_CUFLAGD].flag = cuflag_slot_flag(m[M_CUFLAGD].slot);
+	}
+	st.rng = bench_now_ns() | 1;
+	rc = pthread_create(&st.thread, NULL, storer_main, &st);
+	if (rc) {
+		fprintf(stderr, "cuflag-bench: pthread_create: %s\n", strerror(rc));
+		return -1;
+	}
+	/* Turns of BLOCK wakes each, until every mechanism has its samples. */
+	for (int more = 1; more;) {
+		more = 0;
+		for (int k = 0; k < M_COUNT; k++) {
+			for (int b = 0; b < BLOCK && done[k] < total && !m[k].row->failed; b++) {
+				double us;
+				if (one_wake(&st, &m[k], &us))
+					break;
+				if (done[k]++ >= o->warmup)
+					m[k].row->us[m[k].row->n++] = us;
+			}
+			if (done[k] < total && !m[k].row->failed)
+				more = 1;
+		}
+	}
+	atomic_store(&st.quit, 1);
+	{
+		uint64_t one = 1;
+		if (write(st.go_efd, &one, sizeof(one)) != sizeof(one))
+			fprintf(stderr, "cuflag-bench: eventfd write: %s\n", strerror(errno));
+	}
+	pthread_join(st.thread, NULL);
+	inproc_scanner_stop(m[M_INPROC].sc);
+	cuflag_slot_release(m[M_CUFLAGD].slot);
+	cuflag_disconnect(c);
+	close(direct_efd);
+	close(inproc_efd);
+	close(st.go_efd);
+	for (int k = 0; k < M_COUNT; k++)
+		failed |= m[k].row->failed;
+	return failed ? -1 : 0;
+}
+
+/* ---- throughput: P processes x S slots through cuflagd ---- */
+
+#define TPUT_WINDOW 8 /* armed and not yet signalled, per slot */
+
+struct tput_args {
+	const char *sock;
+	unsigned slots;
+	uint64_t completions;
+};
+
+static void tput_fail(struct bench_worker_result *res, int rc, const char *what)
+{
+	res->rc = rc ? rc : -EIO;
+	snprintf(res->why, sizeof(res->why), "%s%s%s", what, rc ? ": " : "",
+		 rc ? strerror(-rc) : "");
+}
+
+/* One process: arm, store at once (the device is as fast as can be), count
+ * what the eventfds say until every slot has its exact quota. */
+static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
+		       struct bench_worker_result *res)
+{
+	unsigned S = a->slots;
+	uint64_t C = a->completions;
+	cuflag_client *c = NULL;
+	cuflag_slot **s = calloc(S, sizeof(*s));
+	uint64_t *quota = calloc(S, sizeof(*quota)), *issued = calloc(S, sizeof(*issued));
+	uint64_t *done = calloc(S, sizeof(*done));
+	struct epoll_event ev[64];
+	char byte = 'r';
+	int ep = -1, rc;
+
+	memset(res, 0, sizeof(*res));
+	if (!s || !quota || !issued || !done) {
+		tput_fail(res, -ENOMEM, "allocation");
+		goto out;
+	}
+	rc = cuflag_connect(a->sock, &c);
+	if (!rc)
+		rc = cuflag_slots_acquire(c, S, s);
+	if (rc) {
+		tput_fail(res, rc, "connect / acquire slots");
+		goto out;
+	}
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	for (unsigned i = 0; i < S; i++) {
+		struct epoll_event e = { .events = EPOLLIN, .data.u32 = i };
+		quota[i] = C / S + (i < C % S);
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, cuflag_slot_fd(s[i]), &e) < 0) {
+			tput_fail(res, -errno, "epoll_ctl");
+			goto out;
+		}
+	}
+	if (write(ready_fd, &byte, 1) != 1 || read(go_fd, &byte, 1) != 1) {
+		tput_fail(res, -EPIPE, "start handshake");
+		goto out;
+	}
+	res->t_start = bench_now_ns();
+	while (res->done < C) {
+		int n;
+		for (unsigned i = 0; i < S; i++) {
+			while (issued[i] < quota[i] && issued[i] - done[i] < TPUT_WINDOW) {
+				uint32_t t;
+				rc = cuflag_slot_arm(s[i], &t);
+				if (rc) {
+					tput_fail(res, rc, "arm");
+					goto out;
+				}
+				__atomic_store_n(cuflag_slot_flag(s[i]), t, __ATOMIC_RELEASE);
+				issued[i]++;
+			}
+		}
+		n = epoll_wait(ep, ev, 64, WAKE_TIMEOUT_MS);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			tput_fail(res, n < 0 ? -errno : 0,
+				  n < 0 ? "epoll_wait" : "no completion signalled for 5 s");
+			goto out;
+		}
+		for (int k = 0; k < n; k++) {
+			unsigned i = ev[k].data.u32;
+			uint64_t got;
+			rc = cuflag_slot_consume(s[i], &got);
+			if (rc == -EAGAIN)
+				continue;
+			if (rc) {
+				tput_fail(res, rc, "consume");
+				goto out;
+			}
+			done[i] += got;
+			res->done += got;
+			if (done[i] > issued[i]) {
+				tput_fail(res, -EPROTO, "more completions signalled than armed");
+				goto out;
+			}
+		}
+	}
+	res->t_end = bench_now_ns();
+	/* Exact counts: every slot its quota, and nothing more arrives. */
+	for (unsigned i = 0; i < S; i++)
+		if (done[i] != quota[i]) {
+			tput_fail(res, -EPROTO, "a slot's count differs from its quota");
+			goto out;
+		}
+	if (epoll_wait(ep, ev, 64, 20) != 0) {
+		tput_fail(res, -EPROTO, "completions signalled past the last one armed");
+		goto out;
+	}
+out:
+	if (ep >= 0)
+		close(ep);
+	if (s && c)
+		for (unsigned i = 0; i < S; i++)
+			cuflag_slot_release(s[i]);
+	cuflag_disconnect(c);
+	free(s);
+	free(quota);
+	free(issued);
+	free(done);
+}
+
+static void tput_worker(unsigned i, int ready_fd, int go_fd, int result_fd, void *arg)
+{
+	struct bench_worker_result res;
+
+	(void)i;
+	tput_child(arg, ready_fd, go_fd, &res);
+	_exit(write(result_fd, &res, sizeof(res)) == sizeof(res) ? 0 : 1);
+}
+
+static void throughput(const struct bench_opts *o, struct bench_report *r,
+		       const struct bench_daemon *d)
+{
+	struct bench_tput *t = bench_tput_add(r, "cuflagd");
+	struct tput_args a = { d->sock, o->slots, o->completions };
+	uint64_t expect = o->completions * o->clients;
+	/* Bounded: 10 us a completion is far slower than anything seen, plus 30 s. */
+	unsigned run_s = 30 + (unsigned)(expect / 100000);
+	double cpu_ms;
+
+	t->per_proc = o->slots;
+	cpu_ms = bench_fleet_run(t, d, o->clients, tput_worker, &a, expect, 30, run_s);
+	if (!t->failed && cpu_ms >= 0) {
+		t->daemon_cpu_ms = cpu_ms;
+		r->have_daemon_cpu = 1;
+		r->us_per_completion = cpu_ms * 1000.0 / (double)t->completions;
+	}
+}
+
+int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
+{
+	struct bench_daemon d;
+	int failed = 0;
+
+	if (bench_daemon_start(&d, o))
+		return 1;
+	r->daemon_pid = d.pid;
+	if (!o->json)
+		fprintf(stderr, "cuflag-bench: cuflagd pid %d on %s%s\n", (int)d.pid, d.sock,
+			d.spawned ? "" : " (not ours)");
+	if (latency(o, r, d.sock))
+		failed = 1;
+	throughput(o, r, &d);
+	if (r->ntput && r->tput[0].failed)
+		failed = 1;
+	if (r->have_daemon_cpu)
+		bench_idle_cpu(o, r, &d);
+	bench_daemon_stop(&d);
+
+	bench_ratio_lat(r, "cuflagd_p50/eventfd-direct_p50", "cuflagd", "eventfd-direct", 0);
+	bench_ratio_lat(r, "cuflagd_p50/inproc-scanner_p50", "cuflagd", "inproc-scanner", 0);
+	bench_ratio_lat(r, "cuflagd_p99/eventfd-direct_p99", "cuflagd", "eventfd-direct", 1);
+	bench_ratio_lat(r, "cuflagd_p99/inproc-scanner_p99", "cuflagd", "inproc-scanner", 1);
+	return failed;
+}

@@ -1,0 +1,563 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --mode gpu: wake latency on a real GPU, by the gate method. Per sample the
+ * stream runs a one-thread kernel that spins on a host-mapped gate word; the
+ * mechanism under test is enqueued behind it; the waiter starts waiting; an
+ * opener thread reads t0 just before it opens the gate; t1 is read when the
+ * waiter runs again. The opener waits 50-150 us after the waiter announced its
+ * wait, so blocked waiters are asleep; for cuflagd-spin it waits 5 us, so the
+ * completion lands inside the 20 us spin (the case the spin is for).
+ *   spin-floor      the waiter spins on a flag written by cuStreamWriteValue32
+ *   hostfunc        cuLaunchHostFunc writes an eventfd the waiter polls
+ *   event-blocking  CU_EVENT_BLOCKING_SYNC event, cuEventSynchronize
+ *   event-spin      default event, spin on cuEventQuery
+ *   inproc-scanner  flag write + a scanner thread in this process
+ *   cuflagd         cuflag_cuda_signal + poll on the slot's eventfd
+ *   cuflagd-spin    cuflag_cuda_signal + cuflag_slot_wait_spin (20 us)
+ * Every wait is bounded; the gate kernel gives up by itself after 10 s.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cuflag/cuflag.h"
+#include "cuflag/cuflag_cuda.h"
+#include "gpu.h"
+
+struct bench_cu cu;
+
+#define XSTR(x) #x
+#define STR(x) XSTR(x)
+
+int gpu_load(void)
+{
+	static int loaded;
+	void *h;
+	CUresult e;
+	int n = 0;
+
+	if (loaded)
+		return 0;
+	h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+	if (!h) {
+		fprintf(stderr, "cuflag-bench: --mode gpu: no NVIDIA driver here (%s)\n", dlerror());
+		return BENCH_EXIT_SKIP;
+	}
+#define BENCH_CU_LOAD(f)                                                                   \
+	if (!(*(void **)&cu.f = dlsym(h, STR(f)))) {                                       \
+		fprintf(stderr, "cuflag-bench: libcuda.so.1 lacks %s (driver too old?)\n",   \
+			STR(f));                                                           \
+		return 1;                                                                  \
+	}
+	BENCH_CU_FNS(BENCH_CU_LOAD)
+#undef BENCH_CU_LOAD
+	e = cu.cuInit(0);
+	if (e != CUDA_SUCCESS) {
+		gpu_err("cuInit", e);
+		fprintf(stderr, "cuflag-bench: --mode gpu: no usable GPU here\n");
+		return BENCH_EXIT_SKIP;
+	}
+	e = cu.cuDeviceGetCount(&n);
+	if (e != CUDA_SUCCESS || n < 1) {
+		if (e != CUDA_SUCCESS)
+			gpu_err("cuDeviceGetCount", e);
+		fprintf(stderr, "cuflag-bench: --mode gpu: no CUDA device here\n");
+		return BENCH_EXIT_SKIP;
+	}
+	loaded = 1;
+	return 0;
+}
+
+int gpu_err(const char *what, CUresult e)
+{
+	const char *name = NULL, *text = NULL;
+
+	if (cu.cuGetErrorName)
+		cu.cuGetErrorName(e, &name);
+	if (cu.cuGetErrorString)
+		cu.cuGetErrorString(e, &text);
+	fprintf(stderr, "cuflag-bench: %s failed: %s (%d): %s\n", what, name ? name : "?", (int)e,
+		text ? text : "?");
+	return -1;
+}
+
+int gpu_dev_open(struct gpu_dev *g, int ordinal)
+{
+	char log[4096] = "";
+	CUjit_option jo[] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+	void *jv[] = { log, (void *)(uintptr_t)sizeof(log) };
+	CUresult e;
+
+	memset(g, 0, sizeof(*g));
+	CU_TRY(cu.cuDeviceGet(&g->dev, ordinal));
+	CU_TRY(cu.cuDeviceGetName(g->name, sizeof(g->name), g->dev));
+	CU_TRY(cu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev));
+	CU_TRY(cu.cuCtxSetCurrent(g->ctx));
+	e = cu.cuModuleLoadDataEx(&g->mod, bench_gpu_ptx, 2, jo, jv);
+	if (e != CUDA_SUCCESS) {
+		gpu_err("cuModuleLoadDataEx (the gate and noop kernels)", e);
+		if (log[0])
+			fprintf(stderr, "cuflag-bench: PTX JIT log: %s\n", log);
+		goto fail;
+	}
+	CU_TRY(cu.cuModuleGetFunction(&g->gate, g->mod, "cuflag_bench_gate"));
+	CU_TRY(cu.cuModuleGetFunction(&g->noop, g->mod, "cuflag_bench_noop"));
+	return 0;
+fail:
+	gpu_dev_close(g);
+	return -1;
+}
+
+void gpu_dev_close(struct gpu_dev *g)
+{
+	if (g->mod)
+		cu.cuModuleUnload(g->mod);
+	if (g->ctx)
+		cu.cuDevicePrimaryCtxRelease(g->dev);
+	memset(g, 0, sizeof(*g));
+}
+
+/* ---------------------------------------------------------------- */
+
+#define WAIT_TIMEOUT_MS 5000
+#define BLOCK 50 /* samples per turn */
+#define SPIN_US 20
+
+enum gmech { G_SPIN, G_HOSTFN, G_EVBLOCK, G_EVSPIN, G_INPROC, G_CUFLAGD, G_CUFLAGD_SPIN, G_COUNT };
+static const char *const gmech_names[G_COUNT] = {
+	"spin-floor", "hostfunc", "event-blocking", "event-spin",
+	"inproc-scanner", "cuflagd", "cuflagd-spin",
+};
+
+struct gmech_state {
+	enum gmech kind;
+	struct bench_lat *row;
+	int efd;                  /* hostfunc, inproc-scanner */
+	volatile uint32_t *flag;  /* spin-floor, inproc-scanner: host address */
+	CUdeviceptr flag_dptr;
+	uint32_t next;
+	CUevent ev;
+	cuflag_slot *slot;        /* cuflagd, cuflagd-spin */
+	struct inproc_scanner *sc;
+};
+
+/* The opener: opens the gate when told, reading t0 just before. */
+struct opener {
+	pthread_t thread;
+	volatile uint32_t *gate;
+	_Atomic uint32_t go;      /* gate value to open, 0: none */
+	_Atomic uint64_t delay_ns;
+	_Atomic uint64_t t0;
+	_Atomic int quit;
+	uint64_t rng;
+};
+
+/* It spins (a core of its own) so that it reacts in well under a microsecond. */
+static void *opener_main(void *arg)
+{
+	struct opener *op = arg;
+
+	while (!atomic_load_explicit(&op->quit, memory_order_relaxed)) {
+		uint32_t g = atomic_load_explicit(&op->go, memory_order_acquire);
+		uint64_t until;
+
+		if (!g) {
+			bench_cpu_relax();
+			continue;
+		}
+		until = bench_now_ns() + atomic_load(&op->delay_ns);
+		while (bench_now_ns() < until)
+			bench_cpu_relax();
+		atomic_store(&op->go, 0);
+		atomic_store(&op->t0, bench_now_ns());
+		__atomic_store_n(op->gate, g, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static void hostfn_signal(void *arg)
+{
+	uint64_t one = 1;
+	if (write(*(int *)arg, &one, sizeof(one)) != sizeof(one))
+		fprintf(stderr, "cuflag-bench: hostfunc: eventfd write failed\n");
+}
+
+static int poll_fd(struct gmech_state *m, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int rc;
+
+	do
+		rc = poll(&p, 1, WAIT_TIMEOUT_MS);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 1)
+		return 0;
+	bench_lat_fail(m->row, rc == 0 ? "no wake within %d ms" : "poll failed (%d ms)",
+		       WAIT_TIMEOUT_MS);
+	return -1;
+}
+
+static int spin_until(struct gmech_state *m, volatile uint32_t *flag, uint32_t want)
+{
+	uint64_t end = bench_now_ns() + (uint64_t)WAIT_TIMEOUT_MS * 1000000u;
+	unsigned k = 0;
+
+	while ((int32_t)(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - want) < 0) {
+		bench_cpu_relax();
+		if ((++k & 1023) == 0 && bench_now_ns() > end) {
+			bench_lat_fail(m->row, "flag not written within %d ms", WAIT_TIMEOUT_MS);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Enqueue the mechanism behind the gate kernel; *want is what to wait for. */
+static int gm_enqueue(struct gmech_state *m, CUstream s, uint32_t *want)
+{
+	CUresult e = CUDA_SUCCESS;
+	int rc;
+
+	switch (m->kind) {
+	case G_SPIN:
+	case G_INPROC:
+		*want = ++m->next;
+		e = cu.cuStreamWriteValue32(s, m->flag_dptr, *want, 0);
+		if (e == CUDA_SUCCESS && m->kind == G_INPROC)
+			inproc_scanner_arm(m->sc, 0, *want);
+		break;
+	case G_HOSTFN:
+		e = cu.cuLaunchHostFunc(s, hostfn_signal, &m->efd);
+		break;
+	case G_EVBLOCK:
+	case G_EVSPIN:
+		e = cu.cuEventRecord(m->ev, s);
+		break;
+	case G_CUFLAGD:
+	case G_CUFLAGD_SPIN:
+		rc = cuflag_cuda_signal(m->slot, s, want);
+		if (rc) {
+			bench_lat_fail(m->row, "cuflag_cuda_signal: %s%s", strerror(-rc),
+				       rc == -ENOSYS ? " (libcuflag-client built without CUDA)" : "");
+			return -1;
+		}
+		break;
+	default:
+		break;
+	}
+	if (e != CUDA_SUCCESS) {
+		const char *name = NULL;
+		cu.cuGetErrorName(e, &name);
+		bench_lat_fail(m->row, "enqueue failed: %s (%d)", name ? name : "?", (int)e);
+		return -1;
+	}
+	return 0;
+}
+
+static int gm_wait(struct gmech_state *m, uint32_t want)
+{
+	uint64_t end;
+	CUresult e;
+	int rc;
+
+	switch (m->kind) {
+	case G_SPIN:
+		return spin_until(m, m->flag, want);
+	case G_HOSTFN:
+	case G_INPROC:
+		return poll_fd(m, m->efd);
+	case G_EVBLOCK:
+		/* Bounded: the gate kernel ends by itself after GATE_TIMEOUT_NS. */
+		e = cu.cuEventSynchronize(m->ev);
+		break;
+	case G_EVSPIN:
+		end = bench_now_ns() + (uint64_t)WAIT_TIMEOUT_MS * 1000000u;
+		while ((e = cu.cuEventQuery(m->ev)) == CUDA_ERROR_NOT_READY) {
+			bench_cpu_relax();
+			if (bench_now_ns() > end) {
+				bench_lat_fail(m->row, "event not reached within %d ms",
+					       WAIT_TIMEOUT_MS);
+				return -1;
+			}
+		}
+		break;
+	case G_CUFLAGD:
+		return poll_fd(m, cuflag_slot_fd(m->slot));
+	case G_CUFLAGD_SPIN:
+		rc = cuflag_slot_wait_spin(m->slot, want, SPIN_US, WAIT_TIMEOUT_MS);
+		if (rc) {
+			bench_lat_fail(m->row, "cuflag_slot_wait_spin: %s", strerror(-rc));
+			return -1;
+		}
+		return 0;
+	default:
+		return -1;
+	}
+	if (e != CUDA_SUCCESS) {
+		const char *name = NULL;
+		cu.cuGetErrorName(e, &name);
+		bench_lat_fail(m->row, "wait failed: %s (%d)", name ? name : "?", (int)e);
+		return -1;
+	}
+	return 0;
+}
+
+/* After t1 (not timed): take what the wake left in the eventfd. */
+static int gm_after(struct gmech_state *m)
+{
+	uint64_t n = 0;
+	int rc;
+
+	switch (m->kind) {
+	case G_HOSTFN:
+	case G_INPROC:
+		if (read(m->efd, &n, sizeof(n)) != sizeof(n) || n != 1) {
+			bench_lat_fail(m->row, "the wake carried %llu completions, not 1",
+				       (unsigned long long)n);
+			return -1;
+		}
+		return 0;
+	case G_CUFLAGD:
+		rc = cuflag_slot_consume(m->slot, &n);
+		if (rc || n != 1) {
+			bench_lat_fail(m->row, "the wake carried %llu completions (rc %d), not 1",
+				       (unsigned long long)n, rc);
+			return -1;
+		}
+		return 0;
+	case G_CUFLAGD_SPIN:
+		/* The wait may return before the daemon signals: drain whatever is there. */
+		rc = cuflag_slot_consume(m->slot, &n);
+		return rc == 0 || rc == -EAGAIN ? 0 : -1;
+	default:
+		return 0;
+	}
+}
+
+struct gpu_lat {
+	struct gpu_dev dev;
+	CUstream stream;
+	volatile uint32_t *host; /* page: [0] gate, [1] gate timed out, [16] spin flag, [32] inproc flag */
+	CUdeviceptr dptr;
+	uint32_t gate_seq;
+	struct opener op;
+	struct gmech_state m[G_COUNT];
+	cuflag_client *client;
+};
+
+static int one_sample(struct gpu_lat *L, struct gmech_state *m, double *us)
+{
+	CUdeviceptr gate_dptr = L->dptr;
+	uint32_t g = ++L->gate_seq, want = 0;
+	uint64_t timeout = GATE_TIMEOUT_NS, t0, t1;
+	void *args[] = { &gate_dptr, &g, &timeout };
+	CUresult e;
+
+	if (g == 0)
+		g = ++L->gate_seq;
+	e = cu.cuLaunchKernel(L->dev.gate, 1, 1, 1, 1, 1, 1, 0, L->stream, args, NULL);
+	if (e != CUDA_SUCCESS) {
+		gpu_err("cuLaunchKernel (gate)", e);
+		bench_lat_fail(m->row, "gate kernel launch failed");
+		return -1;
+	}
+	if (gm_enqueue(m, L->stream, &want)) {
+		__atomic_store_n(&L->host[0], g, __ATOMIC_RELEASE);
+		cu.cuStreamSynchronize(L->stream);
+		return -1;
+	}
+	atomic_store(&L->op.t0, 0);
+	atomic_store(&L->op.delay_ns, m->kind == G_CUFLAGD_SPIN
+					      ? 5000
+					      : 50000 + bench_rand(&L->op.rng) % 100000);
+	atomic_store_explicit(&L->op.go, g, memory_order_release);
+	if (gm_wait(m, want)) {
+		__atomic_store_n(&L->host[0], g, __ATOMIC_RELEASE);
+		cu.cuStreamSynchronize(L->stream);
+		return -1;
+	}
+	t1 = bench_now_ns();
+	t0 = atomic_load(&L->op.t0);
+	if (L->host[1] == g) {
+		bench_lat_fail(m->row, "the gate kernel never saw the gate open (10 s)");
+		return -1;
+	}
+	if (t0 == 0 || t1 < t0) {
+		bench_lat_fail(m->row, "the waiter ran before the gate opened");
+		cu.cuStreamSynchronize(L->stream);
+		return -1;
+	}
+	/* Not timed: the stream drained, the wake accounted for. */
+	e = cu.cuStreamSynchronize(L->stream);
+	if (e != CUDA_SUCCESS) {
+		gpu_err("cuStreamSynchronize", e);
+		bench_lat_fail(m->row, "stream failed");
+		return -1;
+	}
+	if (gm_after(m))
+		return -1;
+	*us = (double)(t1 - t0) / 1000.0;
+	return 0;
+}
+
+static int lat_setup(struct gpu_lat *L, const struct bench_opts *o, struct bench_report *r,
+		     const char *sock)
+{
+	void *host = NULL;
+	int rc;
+
+	for (int k = 0; k < G_COUNT; k++) {
+		L->m[k].kind = (enum gmech)k;
+		L->m[k].row = bench_lat_add(r, gmech_names[k], o->iterations);
+		L->m[k].efd = -1;
+	}
+	CU_TRY(cu.cuStreamCreate(&L->stream, CU_STREAM_NON_BLOCKING));
+	CU_TRY(cu.cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+	memset(host, 0, 4096);
+	L->host = host;
+	CU_TRY(cu.cuMemHostGetDevicePointer(&L->dptr, host, 0));
+	L->m[G_SPIN].flag = &L->host[16];
+	L->m[G_SPIN].flag_dptr = L->dptr + 16 * 4;
+	L->m[G_INPROC].flag = &L->host[32];
+	L->m[G_INPROC].flag_dptr = L->dptr + 32 * 4;
+	CU_TRY(cu.cuEventCreate(&L->m[G_EVBLOCK].ev, CU_EVENT_BLOCKING_SYNC));
+	CU_TRY(cu.cuEventCreate(&L->m[G_EVSPIN].ev, CU_EVENT_DEFAULT));
+	L->m[G_HOSTFN].efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	L->m[G_INPROC].efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (L->m[G_HOSTFN].efd < 0 || L->m[G_INPROC].efd < 0) {
+		fprintf(stderr, "cuflag-bench: eventfd: %s\n", strerror(errno));
+		return -1;
+	}
+	{
+		volatile uint32_t *flags[1] = { L->m[G_INPROC].flag };
+		rc = inproc_scanner_start(&L->m[G_INPROC].sc, 1, flags, &L->m[G_INPROC].efd);
+		if (rc)
+			bench_lat_fail(L->m[G_INPROC].row, "scanner thread: %s", strerror(-rc));
+	}
+	rc = cuflag_connect(sock, &L->client);
+	if (!rc)
+		rc = cuflag_slot_acquire(L->client, &L->m[G_CUFLAGD].slot);
+	if (!rc)
+		rc = cuflag_slot_acquire(L->client, &L->m[G_CUFLAGD_SPIN].slot);
+	if (rc) {
+		bench_lat_fail(L->m[G_CUFLAGD].row, "no slot from %s: %s", sock, strerror(-rc));
+		bench_lat_fail(L->m[G_CUFLAGD_SPIN].row, "no slot from %s: %s", sock,
+			       strerror(-rc));
+	}
+	L->op.gate = &L->host[0];
+	L->op.rng = bench_now_ns() | 1;
+	rc = pthread_create(&L->op.thread, NULL, opener_main, &L->op);
+	if (rc) {
+		fprintf(stderr, "cuflag-bench: pthread_create: %s\n", strerror(rc));
+		return -1;
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+static void lat_teardown(struct gpu_lat *L)
+{
+	if (L->op.thread) {
+		atomic_store(&L->op.quit, 1);
+		pthread_join(L->op.thread, NULL);
+	}
+	if (L->host) {
+		/* Whatever gate kernel is left ends once it sees this. */
+		__atomic_store_n(&L->host[0], L->gate_seq + 0x40000000u, __ATOMIC_RELEASE);
+	}
+	if (L->stream) {
+		cu.cuStreamSynchronize(L->stream);
+		cu.cuStreamDestroy(L->stream);
+	}
+	inproc_scanner_stop(L->m[G_INPROC].sc);
+	for (int k = 0; k < G_COUNT; k++) {
+		if (L->m[k].ev)
+			cu.cuEventDestroy(L->m[k].ev);
+		if (L->m[k].efd >= 0)
+			close(L->m[k].efd);
+		cuflag_slot_release(L->m[k].slot);
+	}
+	cuflag_disconnect(L->client);
+	if (L->host)
+		cu.cuMemFreeHost((void *)L->host);
+}
+
+static int gpu_latency(const struct bench_opts *o, struct bench_report *r, struct gpu_lat *L,
+		       const char *sock)
+{
+	unsigned total = o->warmup + o->iterations, done[G_COUNT] = { 0 };
+	int failed = 0;
+
+	if (lat_setup(L, o, r, sock)) {
+		lat_teardown(L);
+		return -1;
+	}
+	for (int more = 1; more;) {
+		more = 0;
+		for (int k = 0; k < G_COUNT; k++) {
+			struct gmech_state *m = &L->m[k];
+			for (int b = 0; b < BLOCK && done[k] < total && !m->row->failed; b++) {
+				double us;
+				if (one_sample(L, m, &us))
+					break;
+				if (done[k]++ >= o->warmup)
+					m->row->us[m->row->n++] = us;
+			}
+			if (done[k] < total && !m->row->failed)
+				more = 1;
+		}
+	}
+	lat_teardown(L);
+	for (int k = 0; k < G_COUNT; k++)
+		failed |= L->m[k].row->failed;
+	return failed ? -1 : 0;
+}
+
+int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
+{
+	static struct gpu_lat L;
+	struct bench_daemon d;
+	int rc, failed = 0, ver = 0;
+
+	rc = gpu_load();
+	if (rc)
+		return rc;
+	if (gpu_dev_open(&L.dev, 0))
+		return 1;
+	cu.cuDriverGetVersion(&ver);
+	if (!o->json)
+		fprintf(stderr, "cuflag-bench: %s, driver API %d.%d\n", L.dev.name, ver / 1000,
+			(ver % 1000) / 10);
+	if (bench_daemon_start(&d, o)) {
+		gpu_dev_close(&L.dev);
+		return 1;
+	}
+	r->daemon_pid = d.pid;
+	if (gpu_latency(o, r, &L, d.sock))
+		failed = 1;
+	gpu_dev_close(&L.dev);
+	gpu_throughput(o, r, &d);
+	for (size_t i = 0; i < r->ntput; i++)
+		failed |= r->tput[i].failed;
+	if (r->have_daemon_cpu)
+		bench_idle_cpu(o, r, &d);
+	bench_daemon_stop(&d);
+
+	bench_ratio_lat(r, "cuflagd_p50/hostfunc_p50", "cuflagd", "hostfunc", 0);
+	bench_ratio_lat(r, "cuflagd_p99/hostfunc_p99", "cuflagd", "hostfunc", 1);
+	bench_ratio_lat(r, "cuflagd-spin_p50/spin-floor_p50", "cuflagd-spin", "spin-floor", 0);
+	bench_ratio_lat(r, "cuflagd_p50/event-blocking_p50", "cuflagd", "event-blocking", 0);
+	bench_ratio_lat(r, "cuflagd_p50/inproc-scanner_p50", "cuflagd", "inproc-scanner", 0);
+	bench_ratio_tput(r, "throughput_cuflagd/hostfunc", "cuflagd", "hostfunc");
+	bench_ratio_tput(r, "throughput_cuflagd/ceiling", "cuflagd", "flag-ceiling");
+	return failed;
+}

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/* The report as exactly one JSON object on stdout. */
+#include <math.h>
+#include <stdio.h>
+
+#include "bench.h"
+
+static void put_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+/* A number, or null when it is not available (negative or not finite). */
+static void put_num(double v)
+{
+	if (!isfinite(v) || v < 0)
+		fputs("null", stdout);
+	else
+		printf("%.3f", v);
+}
+
+static void put_lat(struct bench_lat *l)
+{
+	struct bench_pcts p = bench_lat_pcts(l);
+
+	fputs("{\"name\": ", stdout);
+	put_str(l->name);
+	if (l->failed || !l->n) {
+		fputs(", \"p50_us\": null, \"p90_us\": null, \"p99_us\": null, \"max_us\": null, "
+		      "\"n\": 0, \"error\": ",
+		      stdout);
+		put_str(l->failed ? l->why : "no samples");
+		putchar('}');
+		return;
+	}
+	printf(", \"p50_us\": %.3f, \"p90_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f, "
+	       "\"n\": %zu}",
+	       p.p50, p.p90, p.p99, p.max, l->n);
+}
+
+static void put_tput(const struct bench_tput *t, const char *unit)
+{
+	fputs("{\"name\": ", stdout);
+	put_str(t->name);
+	printf(", \"processes\": %u, \"%s\": %u, \"completions\": %llu, \"seconds\": ", t->procs,
+	       unit, t->per_proc, (unsigned long long)t->completions);
+	put_num(t->failed ? -1 : t->seconds);
+	fputs(", \"per_s\": ", stdout);
+	put_num(t->failed ? -1 : t->per_s);
+	fputs(", \"daemon_cpu_ms\": ", stdout);
+	put_num(t->daemon_cpu_ms);
+	if (t->failed) {
+		fputs(", \"error\": ", stdout);
+		put_str(t->why);
+	}
+	putchar('}');
+}
+
+void bench_print_json(const struct bench_report *cr)
+{
+	/* Percentiles sort the samples in place. */
+	struct bench_report *r = (struct bench_report *)cr;
+	const struct bench_opts *o = r->opts;
+	const char *unit = r->mode[0] == 'g' ? "streams" : "slots";
+
+	fputs("{\"mode\": ", stdout);
+	put_str(r->mode);
+	printf(", \"config\": {\"iterations\": %u, \"warmup\": %u, \"clients\": %u, \"slots\": %u, "
+	       "\"streams\": %u, \"completions_per_process\": %llu, \"spin_us\": %u, "
+	       "\"idle_ms\": %u}",
+	       o->iterations, o->warmup, o->clients, o->slots, o->streams,
+	       (unsigned long long)o->completions, o->spin_us, o->idle_ms);
+	fputs(", \"results\": [", stdout);
+	for (size_t i = 0; i < r->nlat; i++) {
+		if (i)
+			fputs(", ", stdout);
+		put_lat(&r->lat[i]);
+	}
+	fputs("], \"throughput\": [", stdout);
+	for (size_t i = 0; i < r->ntput; i++) {
+		if (i)
+			fputs(", ", stdout);
+		put_tput(&r->tput[i], unit);
+	}
+	fputs("], \"cpu\": {\"daemon_pid\": ", stdout);
+	if (r->daemon_pid > 0)
+		printf("%d", (int)r->daemon_pid);
+	else
+		fputs("null", stdout);
+	fputs(", \"us_per_completion\": ", stdout);
+	put_num(r->have_daemon_cpu ? r->us_per_completion : -1);
+	fputs(", \"idle_pct_core\": ", stdout);
+	put_num(r->have_daemon_cpu ? r->idle_pct : -1);
+	fputs(", \"idle_seconds\": ", stdout);
+	put_num(r->have_daemon_cpu ? r->idle_seconds : -1);
+	printf(", \"idle_clients\": %u}", r->idle_clients);
+	fputs(", \"ratios\": {", stdout);
+	for (size_t i = 0; i < r->nratios; i++) {
+		if (i)
+			fputs(", ", stdout);
+		put_str(r->ratios[i].name);
+		fputs(": ", stdout);
+		put_num(r->ratios[i].value);
+	}
+	fputs("}}\n", stdout);
+}

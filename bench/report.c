@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/* The report as tables for people. */
+#include <stdio.h>
+
+#include "bench.h"
+
+void bench_print_text(const struct bench_report *cr)
+{
+	/* Percentiles sort the samples in place. */
+	struct bench_report *r = (struct bench_report *)cr;
+	const char *unit = r->mode[0] == 'g' ? "streams" : "slots";
+
+	printf("cuflag-bench --mode %s\n\n", r->mode);
+	printf("Wake latency (us)\n");
+	printf("  %-16s %9s %9s %9s %9s %7s\n", "mechanism", "p50", "p90", "p99", "max", "n");
+	for (size_t i = 0; i < r->nlat; i++) {
+		struct bench_lat *l = &r->lat[i];
+		struct bench_pcts p;
+
+		if (l->failed || !l->n) {
+			printf("  %-16s  not measured: %s\n", l->name, l->failed ? l->why : "no samples");
+			continue;
+		}
+		p = bench_lat_pcts(l);
+		printf("  %-16s %9.1f %9.1f %9.1f %9.1f %7zu\n", l->name, p.p50, p.p90, p.p99, p.max,
+		       l->n);
+	}
+	if (r->ntput) {
+		printf("\nThroughput\n");
+		printf("  %-16s %5s %7s %11s %8s %12s %14s\n", "mechanism", "procs", unit,
+		       "completions", "seconds", "per second", "daemon cpu ms");
+		for (size_t i = 0; i < r->ntput; i++) {
+			const struct bench_tput *t = &r->tput[i];
+
+			if (t->failed) {
+				printf("  %-16s  not measured: %s\n", t->name, t->why);
+				continue;
+			}
+			printf("  %-16s %5u %7u %11llu %8.3f %12.0f ", t->name, t->procs, t->per_proc,
+			       (unsigned long long)t->completions, t->seconds, t->per_s);
+			if (t->daemon_cpu_ms >= 0)
+				printf("%14.1f\n", t->daemon_cpu_ms);
+			else
+				printf("%14s\n", "-");
+		}
+	}
+	printf("\nDaemon CPU\n");
+	if (r->have_daemon_cpu) {
+		printf("  pid %d: %.3f us of CPU per completion (throughput run)\n",
+		       (int)r->daemon_pid, r->us_per_completion);
+		printf("  idle, %u clients connected, nothing armed: %.2f%% of a core over %.1f s\n",
+		       r->idle_clients, r->idle_pct, r->idle_seconds);
+	} else {
+		printf("  not measured (the daemon's /proc/PID/stat is not readable)\n");
+	}
+	printf("\nRatios\n");
+	for (size_t i = 0; i < r->nratios; i++) {
+		if (r->ratios[i].value >= 0)
+			printf("  %-44s %8.2f\n", r->ratios[i].name, r->ratios[i].value);
+		else
+			printf("  %-44s %8s\n", r->ratios[i].name, "n/a");
+	}
+}

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/* Clocks, percentiles, and the rows of a report. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "bench.h"
+
+uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void bench_sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),
+			       .tv_nsec = (long)(ns % 1000000000u) };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+void bench_sort(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+}
+
+/* Nearest rank: the smallest sample with at least p% of samples at or below it. */
+double bench_percentile(const double *sorted, size_t n, double p)
+{
+	size_t rank;
+
+	if (n == 0)
+		return 0;
+	rank = (size_t)((p / 100.0) * (double)n + 0.999999);
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return sorted[rank - 1];
+}
+
+struct bench_pcts bench_lat_pcts(struct bench_lat *l)
+{
+	struct bench_pcts p = { 0, 0, 0, 0 };
+
+	if (!l->n)
+		return p;
+	bench_sort(l->us, l->n);
+	p.p50 = bench_percentile(l->us, l->n, 50);
+	p.p90 = bench_percentile(l->us, l->n, 90);
+	p.p99 = bench_percentile(l->us, l->n, 99);
+	p.max = l->us[l->n - 1];
+	return p;
+}
+
+struct bench_lat *bench_lat_add(struct bench_report *r, const char *name, size_t cap)
+{
+	struct bench_lat *l;
+
+	if (r->nlat >= BENCH_MAX_LAT) {
+		fprintf(stderr, "cuflag-bench: too many latency rows\n");
+		exit(1);
+	}
+	l = &r->lat[r->nlat++];
+	memset(l, 0, sizeof(*l));
+	l->name = name;
+	l->us = calloc(cap ? cap : 1, sizeof(double));
+	if (!l->us) {
+		fprintf(stderr, "cuflag-bench: out of memory\n");
+		exit(1);
+	}
+	return l;
+}
+
+void bench_lat_fail(struct bench_lat *l, const char *fmt, ...)
+{
+	va_list ap;
+
+	l->failed = 1;
+	va_start(ap, fmt);
+	vsnprintf(l->why, sizeof(l->why), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "cuflag-bench: %s: %s\n", l->name, l->why);
+}
+
+struct bench_tput *bench_tput_add(struct bench_report *r, const char *name)
+{
+	struct bench_tput *t;
+
+	if (r->ntput >= BENCH_MAX_TPUT) {
+		fprintf(stderr, "cuflag-bench: too many throughput rows\n");
+		exit(1);
+	}
+	t = &r->tput[r->ntput++];
+	memset(t, 0, sizeof(*t));
+	t->name = name;
+	t->daemon_cpu_ms = -1;
+	return t;
+}
+
+const struct bench_lat *bench_lat_find(const struct bench_report *r, const char *name)
+{
+	for (size_t i = 0; i < r->nlat; i++)
+		if (!strcmp(r->lat[i].name, name) && !r->lat[i].failed && r->lat[i].n)
+			return &r->lat[i];
+	return NULL;
+}
+
+const struct bench_tput *bench_tput_find(const struct bench_report *r, const char *name)
+{
+	for (size_t i = 0; i < r->ntput; i++)
+		if (!strcmp(r->tput[i].name, name) && !r->tput[i].failed && r->tput[i].per_s > 0)
+			return &r->tput[i];
+	return NULL;
+}
+
+void bench_ratio_add(struct bench_report *r, const char *name, double value)
+{
+	if (r->nratios >= BENCH_MAX_RATIOS)
+		return;
+	r->ratios[r->nratios].name = name;
+	r->ratios[r->nratios].value = value;
+	r->nratios++;
+}
+
+/* One file per mechanism, one latency in µs a line, ascending. */
+int bench_dump_samples(struct bench_report *r, const char *dir)
+{
+	if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
+		fprintf(stderr, "cuflag-bench: --dump-samples: cannot create %s: %s\n", dir,
+			strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < r->nlat; i++) {
+		struct bench_lat *l = &r->lat[i];
+		char path[4096];
+		FILE *f;
+
+		if (l->failed || !l->n)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s.txt", dir, l->name);
+		bench_sort(l->us, l->n);
+		f = fopen(path, "w");
+		if (!f) {
+			fprintf(stderr, "cuflag-bench: cannot write %s: %s\n", path, strerror(errno));
+			return -1;
+		}
+		for (size_t k = 0; k < l->n; k++)
+			fprintf(f, "%.3f\n", l->us[k]);
+		if (fclose(f) != 0) {
+			fprintf(stderr, "cuflag-bench: cannot write %s: %s\n", path, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The ratio of a's p50 (or p99) to b's; n/a when either is missing. */
+void bench_ratio_lat(struct bench_report *r, const char *name, const char *a, const char *b,
+		     int p99)
+{
+	const struct bench_lat *la = bench_lat_find(r, a), *lb = bench_lat_find(r, b);
+	struct bench_pcts pa, pb;
+
+	if (!la || !lb) {
+		bench_ratio_add(r, name, -1);
+		return;
+	}
+	pa = bench_lat_pcts((struct bench_lat *)la);
+	pb = bench_lat_pcts((struct bench_lat *)lb);
+	if (p99)
+		bench_ratio_add(r, name, pb.p99 > 0 ? pa.p99 / pb.p99 : -1);
+	else
+		bench_ratio_add(r, name, pb.p50 > 0 ? pa.p50 / pb.p50 : -1);
+}
+
+
+/* The ratio of a's completions per second to b's; n/a when either is missing. */
+void bench_ratio_tput(struct bench_report *r, const char *name, const char *a, const char *b)
+{
+	const struct bench_tput *ta = bench_tput_find(r, a), *tb = bench_tput_find(r, b);
+
+	bench_ratio_add(r, name, ta && tb ? ta->per_s / tb->per_s : -1);
+}
