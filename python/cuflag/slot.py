@@ -164,7 +164,12 @@ class Slot:
 
     async def wait_async(self, target):
         """Wait in the running asyncio loop until the flag reaches
-        ``target``; errors as wait(). Use asyncio.timeout() for a limit."""
+        ``target``; errors as wait(). Use asyncio.timeout() for a limit.
+
+        It looks at the flag first and watches the eventfd only when the
+        value has not landed yet. Should cuflagd go away, no signal comes:
+        unlike wait(), which then watches the flag itself, this waits until
+        cancelled, so give it a timeout where a daemon restart matters."""
         await aio.wait(self, target)
 
     def completions(self):

@@ -1,0 +1,37 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The man pages document what the code offers: every long option cuflagd and
+# cuflagctl accept, every cuflagctl command, every exported function (with
+# a man3 link of its name).
+#   man-coverage.sh SOURCE_ROOT
+set -eu
+src=$1
+fail=0
+missing() { echo "$1"; fail=1; }
+
+# Long options from a getopt_long table: { "name", ...
+options() { sed -n 's/^[[:space:]]*{ "\([a-z-]*\)",.*_argument.*/\1/p' "$1"; }
+
+for opt in $(options "$src/daemon/config.c"); do
+	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')
+	grep -qF -- "$roff" "$src/man/cuflagd.8" || missing "cuflagd.8: --$opt undocumented"
+done
+for opt in $(options "$src/ctl/cuflagctl.c"); do
+	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')
+	grep -qF -- "$roff" "$src/man/cuflagctl.1" || missing "cuflagctl.1: --$opt undocumented"
+done
+for cmd in $(grep -o 'strcmp(cmd, "[a-z]*")' "$src/ctl/cuflagctl.c" | cut -d'"' -f2 | sort -u); do
+	grep -qx "\.B $cmd" "$src/man/cuflagctl.1" || missing "cuflagctl.1: command $cmd undocumented"
+done
+
+# Each exported function: in the synopsis and with an entry of its own.
+for fn in $(cat "$src"/client/include/cuflag/*.h |
+	    sed -n 's/^CUFLAG_API[^(]*[ *]\(cuflag_[a-z0-9_]*\)(.*/\1/p'); do
+	page=$src/man/libcuflag-client.3
+	grep -qF "$fn(" "$page" || missing "libcuflag-client.3: $fn not in the synopsis"
+	grep -A1 -x '\.TP' "$page" | grep -qx "\.BR $fn ()" ||
+		missing "libcuflag-client.3: $fn has no entry"
+	grep -qF "'$fn'" "$src/man/meson.build" || missing "man/meson.build: no $fn.3 link"
+done
+[ $fail -eq 0 ] && echo "man coverage: ok"
+exit $fail

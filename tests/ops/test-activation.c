@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Socket activation as systemd does it, through systemd-socket-activate:
+ * cuflagd takes the SOCK_SEQPACKET socket named "cuflagd" that it is passed
+ * (and no path of its own), says READY=1, and serves a client on it. The
+ * socket is passed non-blocking, as cuflagd.service (NonBlocking=yes) does.
+ */
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cuflag/cuflag.h"
+#include "ops.h"
+
+static const char *sock_path;
+
+/* The activator runs cuflagd at the first connection: this is it. */
+static int probe(void *arg)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int ok;
+
+	(void)arg;
+	CHECK(fd >= 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock_path);
+	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+int main(void)
+{
+	const char *activate = getenv("SYSTEMD_SOCKET_ACTIVATE");
+	const char *bin = getenv("CUFLAGD");
+	const char *nonblock = getenv("NONBLOCK_EXEC");
+	struct notify_listener n;
+	struct child proc;
+	cuflag_client *c;
+	cuflag_slot *s;
+	char dir[64], sock[100], msg[512];
+	uint64_t done = 0;
+	uint32_t t;
+
+	if (!activate || !activate[0] || access(activate, X_OK)) {
+		printf("systemd-socket-activate not found: skipped\n");
+		return EXIT_SKIP;
+	}
+	CHECK(bin != NULL && nonblock != NULL);
+	private_dir(dir, sizeof(dir));
+	snprintf(sock, sizeof(sock), "%s/cuflagd.sock", dir);
+	sock_path = sock;
+	notify_listen(&n);
+
+	const char *argv[] = { activate, "--seqpacket", "-l", sock, "--fdname=cuflagd",
+			       "-E", n.env, nonblock, bin, NULL };
+	child_start(&proc, argv, NULL, 0);
+	CHECK(wait_until(probe, NULL, 5000));
+	if (!notify_wait_for(&n, "READY=1", msg, sizeof(msg), 5000)) {
+		child_log_wait(&proc, "\x01", 0);
+		fprintf(stderr, "no READY=1; output:\n%s\n", proc.log);
+		abort();
+	}
+	CHECK(child_log_wait(&proc, "using the socket passed by the service manager", 1000));
+
+	/* A whole completion through the passed socket. */
+	CHECK_RC(cuflag_connect(sock, &c));
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	CHECK_RC(cuflag_slot_arm(s, &t));
+	sim_store(cuflag_slot_flag(s), t);
+	CHECK_RC(cuflag_slot_wait(s, t, 2000));
+	CHECK(poll(&(struct pollfd){ .fd = cuflag_slot_fd(s), .events = POLLIN }, 1, 2000) == 1);
+	CHECK_RC(cuflag_slot_consume(s, &done));
+	CHECK(done == 1);
+	cuflag_slot_release(s);
+	cuflag_disconnect(c);
+
+	CHECK(child_stop(&proc) == 0);
+	CHECK(notify_wait_for(&n, "STOPPING=1", msg, sizeof(msg), 1000));
+	notify_close(&n);
+	unlink(sock);
+	rmdir(dir);
+	printf("activation: ok\n");
+	return 0;
+}

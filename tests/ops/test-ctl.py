@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""cuflagctl against a real cuflagd: --json output parses and matches what the
+daemon holds (its settings, a client with 5 slots of which 2 are armed), the
+tables name the same things, and the exit codes say what went wrong."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+CUFLAGD = os.environ["CUFLAGD"]
+CUFLAGCTL = os.environ["CUFLAGCTL"]
+SLOT_HOLDER = os.environ["SLOT_HOLDER"]
+
+
+def ctl(*args, env=None, check=True):
+    r = subprocess.run([CUFLAGCTL, *args], capture_output=True, text=True, env=env,
+                       timeout=30)
+    if check and r.returncode != 0:
+        sys.exit(f"cuflagctl {' '.join(args)}: exit {r.returncode}: {r.stderr}")
+    return r
+
+
+def ctl_json(sock, cmd):
+    out = ctl("--socket", sock, cmd, "--json").stdout
+    return json.loads(out)
+
+
+def wait_for(what, pred, timeout=5.0):
+    """Poll pred() until it holds (state the daemon reaches asynchronously)."""
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > end:
+            sys.exit(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def expect(cond, what):
+    if not cond:
+        sys.exit(f"check failed: {what}")
+
+
+def start_daemon(tmp):
+    """cuflagd on a private socket; ready when it says READY=1 to us."""
+    notify_path = os.path.join(tmp, "notify")
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(notify_path)
+    notify.settimeout(5)
+    sock = os.path.join(tmp, "cuflagd.sock")
+    env = dict(os.environ, NOTIFY_SOCKET=notify_path)
+    d = subprocess.Popen([CUFLAGD, "--socket", sock, "--max-clients", "7",
+                          "--slots-per-client", "16", "--spin-us", "123"], env=env)
+    while b"READY=1" not in notify.recv(4096).split(b"\n"):
+        pass
+    notify.close()
+    return d, sock
+
+
+def check_settings(sock):
+    st = ctl_json(sock, "stats")
+    expect(st["protocol"] == 1, "protocol 1")
+    expect(st["slab"] == "memfd", "memfd slab")
+    expect(st["max_clients"] == 7, "max_clients from the command line")
+    expect(st["slots_per_client"] == 16, "slots_per_client from the command line")
+    expect(st["spin_us"] == 123, "spin_us from the command line")
+    expect(st["clients"] == 0 and st["slots"] == 0 and st["pending"] == 0, "idle daemon")
+    expect(len(st["epoch"]) == 16 and int(st["epoch"], 16) != 0, "epoch in hex")
+    for key in ("uptime_ms", "armed", "wakes", "completions", "parks", "passes",
+                "bad_arms", "dropped", "scanner"):
+        expect(key in st, f"stats has {key}")
+    return st
+
+
+def check_holder(sock, holder_pid, epoch):
+    # The arms reach the daemon through the region's queue: wait until drained.
+    clients = wait_for("2 pending arms", lambda: (lambda c: c if c["clients"] and
+                       c["clients"][0]["pending"] == 2 else None)(ctl_json(sock, "clients")))
+    expect(len(clients["clients"]) == 1, "one client")
+    c = clients["clients"][0]
+    expect(c["pid"] == holder_pid, f"client pid {c['pid']} is the holder's {holder_pid}")
+    expect(c["uid"] == os.getuid() and c["gid"] == os.getgid(), "client uid and gid")
+    expect(c["slots"] == 5, "client holds 5 slots")
+    expect(c["armed"] == 2 and c["wakes"] == 0, "2 arms, no wakes")
+    expect(c["id"] != 0 and "connected_ms" in c, "client id and connection time")
+
+    status = ctl_json(sock, "status")
+    expect(status["clients"] == 1 and status["slots"] == 5 and status["pending"] == 2,
+           "status counts the client")
+    expect(status["epoch"] == epoch, "same epoch")
+    expect(status["scanner"] in ("spinning", "parked"), "scanner state named")
+    expect("armed" not in status, "status is the short view")
+
+    table = ctl("--socket", sock, "clients").stdout.splitlines()
+    expect(table[0].split() == ["ID", "PID", "UID", "GID", "SLOTS", "ARMED", "WAKES",
+                                "PENDING"], "clients table header")
+    expect(table[1].split()[1:5] == [str(holder_pid), str(os.getuid()), str(os.getgid()),
+                                     "5"], "clients table row")
+    human = ctl("--socket", sock, "status").stdout
+    expect("memfd" in human and epoch in human, "status table")
+
+
+def check_errors(tmp, sock):
+    r = ctl("--socket", os.path.join(tmp, "none.sock"), "status", check=False)
+    expect(r.returncode == 1 and r.stderr and not r.stdout, "unreachable daemon: exit 1")
+    for args in ([], ["bogus"], ["status", "stats"], ["--nope", "status"]):
+        r = ctl("--socket", sock, *args, check=False)
+        expect(r.returncode == 2 and r.stderr, f"usage error {args}: exit 2")
+    expect(ctl("--help").stdout.startswith("Usage:"), "--help")
+    # $CUFLAG_SOCKET is the default socket.
+    r = ctl("status", "--json", env=dict(os.environ, CUFLAG_SOCKET=sock))
+    expect(json.loads(r.stdout)["protocol"] == 1, "$CUFLAG_SOCKET")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="cuflag-ctl-") as tmp:
+        d, sock = start_daemon(tmp)
+        try:
+            epoch = check_settings(sock)["epoch"]
+            holder = subprocess.Popen([SLOT_HOLDER, sock, "5", "2"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True)
+            line = holder.stdout.readline().split()
+            expect(line == ["ready", str(holder.pid)], f"holder ready: {line}")
+            check_holder(sock, holder.pid, epoch)
+            holder.stdin.close()
+            expect(holder.wait(timeout=10) == 0, "holder exits cleanly")
+            wait_for("the client to go", lambda: ctl_json(sock, "clients")["clients"] == [])
+            expect(ctl_json(sock, "status")["slots"] == 0, "slots freed")
+            check_errors(tmp, sock)
+        finally:
+            d.terminate()
+            rc = d.wait(timeout=10)
+        expect(rc == 0, f"cuflagd exit status {rc}")
+    print("ctl: ok")
+
+
+if __name__ == "__main__":
+    main()

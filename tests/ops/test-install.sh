@@ -1,0 +1,57 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# meson install into a scratch DESTDIR puts every deliverable where it belongs,
+# with the unit's ExecStart= naming the installed daemon.
+# Environment (from tests/ops/meson.build): MESON, BUILD_ROOT, PREFIX, BINDIR,
+# SBINDIR, LIBDIR, INCLUDEDIR, MANDIR, VERSION.
+set -eu
+[ -n "${MESON:-}" ] || { echo "meson not found: skipped"; exit 77; }
+
+dest=$(mktemp -d)
+trap 'rm -rf "$dest"' EXIT
+$MESON install -C "$BUILD_ROOT" --destdir "$dest" --no-rebuild --quiet
+
+# An install dir option is relative to the prefix unless it is absolute.
+under() { case $1 in /*) echo "$dest$1" ;; *) echo "$dest$PREFIX/$1" ;; esac; }
+fail=0
+need() {
+	[ -e "$1" ] || [ -L "$1" ] || { echo "missing: ${1#"$dest"}"; fail=1; }
+}
+need_exec() { need "$1"; [ ! -e "$1" ] || [ -x "$1" ] || { echo "not executable: $1"; fail=1; }; }
+# Files whose directory comes from systemd's pkg-config (or our fallback).
+find_one() { find "$dest" -path "*/$1" | head -n 1; }
+
+bindir=$(under "$BINDIR")
+sbindir=$(under "$SBINDIR")
+libdir=$(under "$LIBDIR")
+incdir=$(under "$INCLUDEDIR")
+mandir=$(under "$MANDIR")
+
+need_exec "$sbindir/cuflagd"
+need_exec "$bindir/cuflagctl"
+need "$libdir/libcuflag-client.so"
+need "$libdir/libcuflag-client.so.$VERSION"
+# The soname link, whatever the ABI number is.
+[ "$(find "$libdir" -name 'libcuflag-client.so.[0-9]*' | wc -l)" -ge 2 ] ||
+	{ echo "missing: the libcuflag-client.so.N soname link"; fail=1; }
+need "$incdir/cuflag/cuflag.h"
+need "$incdir/cuflag/cuflag_cuda.h"
+need "$libdir/pkgconfig/cuflag-client.pc"
+need "$mandir/man8/cuflagd.8"
+need "$mandir/man1/cuflagctl.1"
+need "$mandir/man3/libcuflag-client.3"
+need "$mandir/man3/cuflag_connect.3"
+
+for f in systemd/system/cuflagd.service systemd/system/cuflagd.socket sysusers.d/cuflagd.conf \
+	tmpfiles.d/cuflagd.conf; do
+	[ -n "$(find_one "$f")" ] || { echo "missing: */$f"; fail=1; }
+done
+service=$(find_one systemd/system/cuflagd.service)
+if [ -n "$service" ]; then
+	installed_daemon=${sbindir#"$dest"}/cuflagd
+	grep -qx "ExecStart=$installed_daemon" "$service" ||
+		{ echo "cuflagd.service does not start $installed_daemon:"; grep ExecStart "$service"; fail=1; }
+	! grep -q '@[a-z_]*@' "$service" || { echo "cuflagd.service has unsubstituted @...@"; fail=1; }
+fi
+[ $fail -eq 0 ] && echo "install: ok"
+exit $fail
