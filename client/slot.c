@@ -216,14 +216,21 @@ int cuflag__publish(struct cuflag_slot *s, uint32_t target)
 	uint32_t cap = c->layout.queue_cap;
 
 	pthread_mutex_lock(&c->arm_lock);
-	/* Full: the scanner drains every pass; make sure it is awake, then wait. */
-	while (c->tail_local - atomic_load_explicit(c->head, memory_order_acquire) >= cap) {
+	/* Full: the scanner drains every pass; make sure it is awake, then wait,
+	 * yielding first and then sleeping so a busy node leaves it the CPU. */
+	for (unsigned k = 0;
+	     c->tail_local - atomic_load_explicit(c->head, memory_order_acquire) >= cap; k++) {
 		cuflag__wake_scanner(c);
 		if (cuflag__daemon_gone(c)) {
 			pthread_mutex_unlock(&c->arm_lock);
 			return -ENOTCONN;
 		}
-		sched_yield();
+		if (k < 16) {
+			sched_yield();
+		} else {
+			struct timespec ts = { 0, 20000 };
+			nanosleep(&ts, NULL);
+		}
 	}
 	struct cuflag_arm *e = &c->queue[c->tail_local & (cap - 1)];
 	e->slot = s->id;
@@ -263,12 +270,16 @@ static int reached(const struct cuflag_slot *s, uint32_t target)
 
 /*
  * An epoll instance watching the slot's eventfd edge-triggered: it reports
- * every new signal without anyone reading the counter. The slot caches one;
- * a second concurrent waiter makes its own.
+ * every new signal without anyone reading the counter. EPOLLOUT is asked for
+ * too, on purpose: epoll re-checks readiness when it hands out an event, and
+ * a consumer that drained the counter in between would make a POLLIN-only
+ * edge vanish; an eventfd is always writable, so with EPOLLOUT every write
+ * (and every read) reaches the waiter, which then looks at the flag.
+ * The slot caches one instance; a second concurrent waiter makes its own.
  */
 static int wait_ep_get(struct cuflag_slot *s, int *cached)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET };
 	int ep;
 
 	*cached = 0;

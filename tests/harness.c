@@ -163,3 +163,46 @@ int wait_until(int (*pred)(void *), void *arg, int timeout_ms)
 	}
 	return 1;
 }
+
+#include "cuflag-proto.h"
+#include "fdpass.h"
+#include "proto.h"
+
+void daemon_stats(const struct daemon_proc *d, struct cuflag_msg_stats_reply *out)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	uint8_t buf[CUFLAG_MSG_MAX];
+	struct cuflag_msg_hdr h;
+	const char *why;
+	unsigned nfds;
+	int fd, fds[1];
+	ssize_t n;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", d->sock);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0);
+	CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	cuflag_hdr_init(&h, CUFLAG_MSG_STATS, sizeof(h), 1, 0, 0);
+	CHECK(cuflag_send_msg(fd, &h, sizeof(h), NULL, 0, 0) == 0);
+	n = cuflag_recv_msg(fd, buf, sizeof(buf), fds, 0, &nfds, 0);
+	CHECK(n > 0);
+	CHECK(cuflag_reply_check(buf, (size_t)n, nfds, CUFLAG_MSG_STATS, 1, &why) == 0);
+	memcpy(out, buf + sizeof(h), sizeof(*out));
+	close(fd);
+}
+
+int daemon_region_maps(const struct daemon_proc *d)
+{
+	char path[64], line[512];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)d->pid);
+	f = fopen(path, "r");
+	CHECK(f != NULL);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "cuflag-region"))
+			n++;
+	fclose(f);
+	return n;
+}

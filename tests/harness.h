@@ -69,3 +69,9 @@ static inline void sim_store(volatile uint32_t *flag, uint32_t v)
 	} while (0)
 
 #endif
+
+struct cuflag_msg_stats_reply;
+/* Ask the daemon for its counters on a fresh connection (no HELLO needed). */
+void daemon_stats(const struct daemon_proc *d, struct cuflag_msg_stats_reply *out);
+/* Mappings of client regions the daemon holds (lines in /proc/PID/maps). */
+int daemon_region_maps(const struct daemon_proc *d);
