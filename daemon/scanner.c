@@ -222,7 +222,7 @@ static void drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 	uint32_t avail = tail - head;
 	uint32_t mask = ss->layout.queue_cap - 1;
 
-	if (!avail)
+	if (!avail || atomic_load_explicit(&ss->broken, memory_order_relaxed))
 		return;
 	if (avail > ss->layout.queue_cap) {
 		/* The client wrote an impossible tail: stop reading its queue. */
@@ -270,6 +270,12 @@ static uint64_t scan_pending(struct scanner *sc)
 
 	for (uint64_t i = 0; i < sc->npending;) {
 		struct scan_slot *s = sc->pending[i];
+		/* A client found broken gets no more writes: each could block. */
+		if (atomic_load_explicit(&s->sess->broken, memory_order_relaxed) && !s->retiring) {
+			s->signalled = s->armed;
+			pending_del(sc, s);
+			continue;
+		}
 		uint32_t f = __atomic_load_n(s->flag, __ATOMIC_ACQUIRE);
 		uint32_t due = cuflag_tl_due(f, s->armed, s->signalled);
 
