@@ -223,7 +223,8 @@ int cuflag_region_layout_check(const struct cuflag_region_layout *l, uint64_t ma
 		FAIL(-EINVAL, "region part outside the region");
 	if (l->head_off < sizeof(struct cuflag_region_hdr) ||
 	    l->tail_off < sizeof(struct cuflag_region_hdr) ||
-	    l->queue_off < sizeof(struct cuflag_region_hdr))
+	    l->queue_off < sizeof(struct cuflag_region_hdr) ||
+	    l->flags_off < sizeof(struct cuflag_region_hdr))
 		FAIL(-EINVAL, "region part over the header");
 	if (!apart(l->head_off, CUFLAG_CACHELINE, l->tail_off, CUFLAG_CACHELINE) ||
 	    !apart(l->head_off, 4, l->queue_off, qlen) || !apart(l->tail_off, 4, l->queue_off, qlen) ||
