@@ -64,10 +64,10 @@ static int has_line(const char *msg, const char *prefix, int whole)
 {
 	size_t pl = strlen(prefix);
 
-	for (const char *l = msg; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		if (strncmp(l, prefix, pl))
-			continue;
-		if (!whole || l[pl] == 0 || l[pl] == '\n')
+	for (const char *l = msg; l; l = strchr(l, '\n')) {
+		if (*l == '\n')
+			l++;
+		if (!strncmp(l, prefix, pl) && (!whole || l[pl] == 0 || l[pl] == '\n'))
 			return 1;
 	}
 	return 0;
