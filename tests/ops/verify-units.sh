@@ -3,11 +3,14 @@
 # systemd-analyze verify on the units, generated with ExecStart= pointing at
 # the built cuflagd (verify wants the binary to exist). The Documentation=
 # pages are looked up among our own man pages. Then the sandbox is scored:
-# the service must stay well hardened.
-#   verify-units.sh UNIT_DIR MAN_SRC_DIR
+# the service must stay well hardened. Last, the sysusers.d and tmpfiles.d
+# snippets are applied to a scratch root: they must create the user and group
+# the units name, and the socket's directory.
+#   verify-units.sh UNIT_DIR MAN_SRC_DIR SNIPPET_DIR
 set -eu
 units=$1
-mansrc=$2
+mansrc=$(cd "$2" && pwd)
+snippets=$(cd "$3" && pwd)
 command -v systemd-analyze >/dev/null 2>&1 || { echo "systemd-analyze not found: skipped"; exit 77; }
 
 tmp=$(mktemp -d)
@@ -37,4 +40,19 @@ fi
 systemd-analyze security --offline=yes --threshold=20 "$units/cuflagd.service" >"$tmp/sec" 2>&1 \
 	|| { cat "$tmp/sec"; echo "cuflagd.service is less hardened than expected"; exit 1; }
 tail -n 1 "$tmp/sec"
+
+if command -v systemd-sysusers >/dev/null 2>&1 && command -v systemd-tmpfiles >/dev/null 2>&1; then
+	root=$tmp/root
+	mkdir -p "$root/etc"
+	systemd-sysusers --root="$root" "$snippets/sysusers.conf" >"$tmp/log" 2>&1 ||
+		{ cat "$tmp/log"; echo "sysusers.d snippet refused"; exit 1; }
+	systemd-tmpfiles --create --root="$root" "$snippets/tmpfiles.conf" ||
+		{ echo "tmpfiles.d snippet refused"; exit 1; }
+	user=$(sed -n 's/^User=//p' "$units/cuflagd.service")
+	group=$(sed -n 's/^SocketGroup=//p' "$units/cuflagd.socket")
+	grep -q "^$user:" "$root/etc/passwd" || { echo "sysusers.d makes no user $user"; exit 1; }
+	grep -q "^$group:" "$root/etc/group" || { echo "sysusers.d makes no group $group"; exit 1; }
+	dir=$(sed -n 's|^ListenSequentialPacket=\(.*\)/[^/]*$|\1|p' "$units/cuflagd.socket")
+	[ -d "$root$dir" ] || { echo "tmpfiles.d makes no $dir"; exit 1; }
+fi
 echo "units: ok"
