@@ -188,6 +188,8 @@ int main(int argc, char **argv)
 	rc = o.mode[0] == 'g' ? bench_gpu_run(&o, &r) : bench_cpu_run(&o, &r);
 	if (rc == BENCH_EXIT_SKIP)
 		return rc;
+	if (!r.nlat && !r.ntput)
+		return 1; /* nothing ran (the daemon did not start): the error is printed */
 	if (o.dump_dir && bench_dump_samples(&r, o.dump_dir))
 		rc = 1;
 	if (o.json)
