@@ -206,3 +206,31 @@ int daemon_region_maps(const struct daemon_proc *d)
 	fclose(f);
 	return n;
 }
+
+uint64_t daemon_cpu_ns(const struct daemon_proc *d)
+{
+	char path[96];
+	struct dirent *e;
+	uint64_t total = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)d->pid);
+	dir = opendir(path);
+	CHECK(dir != NULL);
+	while ((e = readdir(dir))) {
+		unsigned long long run = 0;
+		char p[160];
+		FILE *f;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/task/%.16s/schedstat", (int)d->pid, e->d_name);
+		f = fopen(p, "r");
+		if (!f)
+			continue; /* a thread that just ended */
+		if (fscanf(f, "%llu", &run) == 1)
+			total += run;
+		fclose(f);
+	}
+	closedir(dir);
+	return total;
+}

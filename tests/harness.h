@@ -75,3 +75,5 @@ struct cuflag_msg_stats_reply;
 void daemon_stats(const struct daemon_proc *d, struct cuflag_msg_stats_reply *out);
 /* Mappings of client regions the daemon holds (lines in /proc/PID/maps). */
 int daemon_region_maps(const struct daemon_proc *d);
+/* CPU time of every daemon thread so far, in ns (from schedstat: fine-grained). */
+uint64_t daemon_cpu_ns(const struct daemon_proc *d);
