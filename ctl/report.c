@@ -20,6 +20,7 @@ enum kind {
 	K_EPOCH,   /* a 64-bit tag: hex text, so no JSON reader rounds it */
 	K_SLAB,    /* enum cuflag_slab_kind, by name */
 	K_SCANNER, /* enum cuflag_scanner_state, by name */
+	K_STR16,   /* a NUL-terminated text of at most 16 bytes */
 };
 
 struct field {
@@ -33,6 +34,8 @@ struct field {
 #define S(key, label, kind, brief)                                                         \
 	{ #key, label, offsetof(struct cuflag_msg_stats_reply, key), kind, brief }
 static const struct field stats_fields[] = {
+	{ "version", "version", offsetof(struct cuflag_msg_stats_reply, daemon_version), K_STR16,
+	  1 },
 	{ "protocol", "protocol", offsetof(struct cuflag_msg_stats_reply, version), K_U32, 1 },
 	S(uptime_ms, "uptime", K_MS, 1),
 	S(slab, "slab", K_SLAB, 1),
@@ -109,10 +112,19 @@ static const char *scanner_name(uint64_t v)
 static void value_text(const void *base, const struct field *f, int human, char *buf,
 		       size_t len)
 {
-	uint64_t v = f->kind == K_I32 ? 0 : get_u(base, f);
+	uint64_t v = f->kind == K_I32 || f->kind == K_STR16 ? 0 : get_u(base, f);
 	const char *name = NULL;
 
 	switch (f->kind) {
+	case K_STR16: {
+		/* The daemon's bytes: stop at 16 and show only printable ones. */
+		const char *p = (const char *)base + f->off;
+		size_t i;
+		for (i = 0; i < 16 && i + 1 < len && p[i]; i++)
+			buf[i] = p[i] >= 0x20 && p[i] < 0x7f ? p[i] : '?';
+		buf[i] = 0;
+		return;
+	}
 	case K_I32:
 		snprintf(buf, len, "%" PRId32, get_i32(base, f));
 		return;

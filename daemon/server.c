@@ -2,6 +2,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,6 +303,12 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 
 	srv->listen_fd = cfg->socket_path ? -1 : notify_listen_fd();
 	if (srv->listen_fd >= 0) {
+		/* Passed blocking by default; accept() must never block the loop. */
+		int fl = fcntl(srv->listen_fd, F_GETFL);
+		if (fl < 0 || fcntl(srv->listen_fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+			log_err("cannot make the passed socket non-blocking: %s", strerror(errno));
+			return -errno;
+		}
 		log_info("using the socket passed by the service manager");
 	} else {
 		const char *path = cfg->socket_path ? cfg->socket_path : CUFLAGD_DEFAULT_SOCKET;
@@ -360,16 +367,16 @@ int server_run(struct server *srv)
 				on_scanner_done(srv);
 				break;
 			case EP_CLIENT: {
+				/* Sessions are freed only after the batch: this one is
+				 * valid even if it was dropped by an earlier event. */
 				struct session *s = ev[i].data.ptr;
-				/* A session freed earlier in this batch is never in ev: a
-				 * freed session had its fd removed before it was freed,
-				 * and frees only happen on scanner hand-back below. */
 				if (!s->dead)
 					session_on_readable(srv, s);
 				break;
 			}
 			}
 		}
+		session_free_graveyard(srv);
 	}
 	notify_stopping();
 	return 0;
@@ -400,6 +407,7 @@ void server_fini(struct server *srv)
 		free(s);
 	}
 	srv->sessions = NULL;
+	session_free_graveyard(srv);
 	if (srv->listen_fd >= 0)
 		close(srv->listen_fd);
 	if (srv->unlink_path)

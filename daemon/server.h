@@ -26,6 +26,7 @@ struct server {
 	uint64_t epoch;
 	uint64_t start_ms;
 	struct session *sessions;   /* every connection, live or dying */
+	struct session *graveyard;  /* unlinked, freed after the current event batch */
 	uint32_t nconn;             /* open sockets */
 	uint32_t nregions;          /* sessions holding a region */
 	uint32_t next_id;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,17 @@
 	cuflagd_log(prio, "client %u pid=%d uid=%u: " fmt, (s)->id, (int)(s)->pid,            \
 		    (unsigned)(s)->uid, ##__VA_ARGS__)
 
+static void session_free(struct session *s);
+
+void session_free_graveyard(struct server *srv)
+{
+	while (srv->graveyard) {
+		struct session *s = srv->graveyard;
+		srv->graveyard = s->next;
+		session_free(s);
+	}
+}
+
 struct session *session_new(struct server *srv, int fd)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -42,6 +54,7 @@ struct session *session_new(struct server *srv, int fd)
 	s->region.fd = -1;
 	s->id = ++srv->next_id;
 	s->connected_ms = cuflagd_now_ms();
+	s->rl = (struct cuflagd_ratelimit){ .interval_ms = 1000, .burst = 20 };
 	s->tokens = srv->cfg->msg_rate;
 	s->tokens_ms = s->connected_ms;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
@@ -74,7 +87,7 @@ static int reply_error(struct server *srv, struct session *s, uint16_t type, uin
 static int refuse(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h, int err,
 		  const char *why)
 {
-	if (cuflagd_ratelimit_ok(&srv->rl))
+	if (cuflagd_ratelimit_ok(&s->rl))
 		slog(LOG_WARNING, s, "request %u refused: %s (%s)", h->type, why, strerror(-err));
 	return reply_error(srv, s, h->type, h->req_id, err, why);
 }
@@ -132,7 +145,8 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 	}
 	if (!s->scan) {
 		unlink_session(srv, s);
-		session_free(s);
+		s->next = srv->graveyard;
+		srv->graveyard = s;
 		return;
 	}
 	/* The scanner may be reading the region right now: it lets go first. */
@@ -451,6 +465,7 @@ static int on_stats(struct server *srv, struct session *s, const struct cuflag_m
 	r.max_clients = srv->cfg->max_clients;
 	r.slots_per_client = srv->cfg->slots_per_client;
 	r.spin_us = (uint32_t)srv->cfg->spin_us;
+	snprintf(r.daemon_version, sizeof(r.daemon_version), "%s", CUFLAG_VERSION);
 	return server_reply(s, h->type, h->req_id, 0, &r, sizeof(r), NULL, 0);
 }
 
@@ -590,8 +605,16 @@ int session_on_readable(struct server *srv, struct session *s)
 		if (n == -EAGAIN)
 			return 0;
 		if (n == 0) {
-			session_drop(srv, s, 0, NULL);
-			return -ECONNRESET;
+			/* SOCK_SEQPACKET: 0 is a hang-up, or a message of no bytes. */
+			struct pollfd p = { .fd = s->fd, .events = POLLRDHUP };
+			if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP))) {
+				session_drop(srv, s, 0, NULL);
+				return -ECONNRESET;
+			}
+			cuflag_close_fds(fds, nfds);
+			reply_error(srv, s, 0, 0, -EBADMSG, "empty message");
+			session_drop(srv, s, -EBADMSG, "empty message");
+			return -EBADMSG;
 		}
 		if (n < 0) {
 			const char *why = n == -EMSGSIZE ? "message too long"
@@ -672,7 +695,9 @@ void session_on_done(struct server *srv, struct session *s, struct scan_cmd *c)
 		region_destroy(&s->region);
 		srv->nregions--;
 		unlink_session(srv, s);
-		session_free(s);
+		/* An event for it may still wait in the loop's current batch. */
+		s->next = srv->graveyard;
+		srv->graveyard = s;
 		break;
 	}
 	free(c);

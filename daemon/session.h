@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "log.h"
 #include "region.h"
 #include "scanner.h"
 
@@ -54,6 +55,9 @@ struct session {
 	uint32_t parked_len;
 	uint64_t parked_ms;
 
+	/* Log lines this client can cause (refusals), limited per client. */
+	struct cuflagd_ratelimit rl;
+
 	/* Request rate limit: a token bucket. */
 	double tokens;
 	uint64_t tokens_ms;
@@ -72,6 +76,9 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 
 /* Answer a parked ALLOC that waited too long (-ENOSPC if still short). */
 void session_expire_parked(struct server *srv, struct session *s, uint64_t now_ms);
+
+/* Free the sessions dropped during the event batch just handled. */
+void session_free_graveyard(struct server *srv);
 
 /* A command the scanner handed back for this session. */
 void session_on_done(struct server *srv, struct session *s, struct scan_cmd *c);

@@ -153,8 +153,10 @@ struct cuflag_msg_stats_reply {
 	uint32_t max_clients;
 	uint32_t slots_per_client;
 	uint32_t spin_us;
+	char daemon_version[16]; /* the daemon's release, NUL-terminated */
 };
-_Static_assert(sizeof(struct cuflag_msg_stats_reply) == 112, "stats size");
+_Static_assert(sizeof(struct cuflag_msg_stats_reply) == 128, "stats size");
+_Static_assert(offsetof(struct cuflag_msg_stats_reply, daemon_version) == 112, "stats ver");
 
 /* One reply per client to CLIENTS; a reply with id 0 ends the list. */
 struct cuflag_msg_client_info {
