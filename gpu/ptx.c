@@ -11,10 +11,16 @@
  * lost gate can never hang the GPU or the bench.
  *
  * cuflag_bench_noop(): the small kernel of the throughput runs.
+ *
+ * cuflag_busy(ns): one thread busy for ns of %globaltimer: real work of a
+ * known length for the demo and the tests.
+ *
+ * cuflag_fault(addr): one thread loads from addr; given an address no
+ * allocation covers, the context faults (what a buggy kernel does).
  */
-#include "gpu.h"
+#include "cu.h"
 
-const char bench_gpu_ptx[] =
+const char gpu_ptx[] =
 	".version 6.0\n"
 	".target sm_50\n"
 	".address_size 64\n"
@@ -49,5 +55,35 @@ const char bench_gpu_ptx[] =
 	"\n"
 	".visible .entry cuflag_bench_noop()\n"
 	"{\n"
+	"	ret;\n"
+	"}\n"
+	"\n"
+	".visible .entry cuflag_busy(\n"
+	"	.param .u64 ns\n"
+	")\n"
+	"{\n"
+	"	.reg .pred %p<2>;\n"
+	"	.reg .b64 %rd<5>;\n"
+	"\n"
+	"	ld.param.u64 %rd1, [ns];\n"
+	"	mov.u64 %rd2, %globaltimer;\n"
+	"	add.u64 %rd3, %rd2, %rd1;\n"
+	"$L_busy:\n"
+	"	mov.u64 %rd4, %globaltimer;\n"
+	"	setp.lt.u64 %p1, %rd4, %rd3;\n"
+	"	@%p1 bra $L_busy;\n"
+	"	ret;\n"
+	"}\n"
+	"\n"
+	".visible .entry cuflag_fault(\n"
+	"	.param .u64 addr\n"
+	")\n"
+	"{\n"
+	"	.reg .b32 %r<2>;\n"
+	"	.reg .b64 %rd<2>;\n"
+	"\n"
+	"	ld.param.u64 %rd1, [addr];\n"
+	"	ld.volatile.global.u32 %r1, [%rd1];\n"
+	"	st.volatile.global.u32 [%rd1+4], %r1;\n"
 	"	ret;\n"
 	"}\n";
