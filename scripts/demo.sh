@@ -1,0 +1,30 @@
+#!/bin/sh
+# The main job, from nothing (Debian 12, as root): install what is missing,
+# build, start cuflagd on a private socket, run cuflag-demo against it (on the
+# GPU if there is one, else on the simulated device), stop the daemon.
+set -eu
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+need_packages meson ninja-build gcc pkg-config libsystemd-dev
+BUILD=${BUILD:-build}
+if [ -f "$BUILD/build.ninja" ]; then
+	meson setup --reconfigure "$BUILD" >/dev/null
+else
+	meson setup "$BUILD" >/dev/null
+fi
+ninja -C "$BUILD"
+dir=$(mktemp -d /tmp/cuflag-demo.XXXXXX)
+sock="$dir/cuflagd.sock"
+"$BUILD/daemon/cuflagd" --socket "$sock" --log-level notice &
+daemon=$!
+trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
+# Ready when the socket answers (cuflagctl status connects and asks).
+i=0
+until "$BUILD/ctl/cuflagctl" --socket "$sock" status >/dev/null 2>&1; do
+	i=$((i + 1))
+	[ $i -lt 500 ] || { echo "cuflagd did not start" >&2; exit 1; }
+	kill -0 $daemon 2>/dev/null || { echo "cuflagd exited" >&2; exit 1; }
+	sleep 0.01
+done
+"$BUILD/tools/cuflag-demo" --socket "$sock" "$@"
+"$BUILD/ctl/cuflagctl" --socket "$sock" stats
