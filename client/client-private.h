@@ -41,6 +41,9 @@ struct cuflag_client {
 	void (*cuda_fini)(struct cuflag_client *c);
 	/* Checks a slot's streams; 0 or the negative errno of a device fault. */
 	int (*cuda_probe)(struct cuflag_slot *s);
+
+	/* --slab cuda-ipc: the imported flags allocation (c->flags points in it). */
+	uint64_t ipc_va, ipc_size, ipc_handle;
 };
 
 struct cuflag_slot {
@@ -79,6 +82,14 @@ void cuflag__wake_scanner(struct cuflag_client *c);
  * full, wakes a parked scanner. 0 or -ENOTCONN.
  */
 int cuflag__publish(struct cuflag_slot *s, uint32_t target);
+
+/*
+ * Import and map the daemon's CUDA IPC flags allocation (fd, size bytes) for
+ * the host and every device; sets c->flags. 0, or -ENODEV when this process
+ * cannot use CUDA. cuflag__ipc_unmap undoes it.
+ */
+int cuflag__ipc_map(struct cuflag_client *c, int fd, uint64_t size);
+void cuflag__ipc_unmap(struct cuflag_client *c);
 
 /* Free a slot's local resources (fds, memory), without telling the daemon. */
 void cuflag__slot_free(struct cuflag_slot *s);

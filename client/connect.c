@@ -148,6 +148,7 @@ static int map_daemon_page(struct cuflag_client *c, int fd)
 
 static void client_free(struct cuflag_client *c)
 {
+	cuflag__ipc_unmap(c);
 	if (c->region)
 		munmap(c->region, c->layout.size);
 	if (c->dpage)
@@ -170,7 +171,7 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	struct cuflag_msg_hello_reply r;
 	uint8_t reply[CUFLAG_MSG_MAX];
 	struct cuflag_client *c;
-	int fds[3] = { -1, -1, -1 };
+	int fds[4] = { -1, -1, -1, -1 };
 	unsigned nfds = 0;
 	size_t rlen = 0;
 	int rc;
@@ -205,11 +206,12 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 		goto fail;
 	}
 	rc = cuflag__request(c, CUFLAG_MSG_HELLO, &hello, sizeof(hello), NULL, 0, reply, &rlen,
-			     fds, 3, &nfds);
+			     fds, 4, &nfds);
 	if (rc)
 		goto fail;
 	memcpy(&r, reply + sizeof(struct cuflag_msg_hdr), sizeof(r));
-	if (r.version != CUFLAG_PROTO_VERSION || r.slab != CUFLAG_SLAB_MEMFD) {
+	if (r.version != CUFLAG_PROTO_VERSION ||
+	    (r.slab != CUFLAG_SLAB_MEMFD && r.slab != CUFLAG_SLAB_CUDA_IPC)) {
 		rc = -EPROTONOSUPPORT;
 		goto fail;
 	}
@@ -218,11 +220,14 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	rc = map_region(c, fds[0], &r);
 	if (!rc)
 		rc = map_daemon_page(c, fds[1]);
+	/* cuda-ipc: the flags live in a CUDA allocation, not in the region. */
+	if (!rc && c->slab == CUFLAG_SLAB_CUDA_IPC)
+		rc = cuflag__ipc_map(c, fds[3], r.flags_size);
 	if (rc)
 		goto fail;
 	c->wake_fd = fds[2];
 	fds[2] = -1;
-	cuflag_close_fds(fds, 2); /* the mappings keep the memory */
+	cuflag_close_fds(fds, nfds); /* the mappings keep the memory */
 	*out = c;
 	return 0;
 fail:

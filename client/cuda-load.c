@@ -36,6 +36,15 @@ static void load(void)
 	RESOLVE(StreamWriteValue32, cuStreamWriteValue32);
 	RESOLVE(LaunchHostFunc, cuLaunchHostFunc);
 	RESOLVE(StreamQuery, cuStreamQuery);
+	RESOLVE(Init, cuInit);
+	RESOLVE(DeviceGetCount, cuDeviceGetCount);
+	RESOLVE(MemImportFromShareableHandle, cuMemImportFromShareableHandle);
+	RESOLVE(MemAddressReserve, cuMemAddressReserve);
+	RESOLVE(MemAddressFree, cuMemAddressFree);
+	RESOLVE(MemMap, cuMemMap);
+	RESOLVE(MemUnmap, cuMemUnmap);
+	RESOLVE(MemSetAccess, cuMemSetAccess);
+	RESOLVE(MemRelease, cuMemRelease);
 	load_rc = 0;
 }
 

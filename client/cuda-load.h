@@ -20,6 +20,19 @@ struct cuflag_cuda_api {
 	CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 	CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void *);
 	CUresult (*StreamQuery)(CUstream);
+	/* The CUDA IPC slab. */
+	CUresult (*Init)(unsigned int);
+	CUresult (*DeviceGetCount)(int *);
+	CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *,
+						 CUmemAllocationHandleType);
+	CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+				      unsigned long long);
+	CUresult (*MemAddressFree)(CUdeviceptr, size_t);
+	CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+			   unsigned long long);
+	CUresult (*MemUnmap)(CUdeviceptr, size_t);
+	CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult (*MemRelease)(CUmemGenericAllocationHandle);
 };
 
 extern struct cuflag_cuda_api cuflag__cu;

@@ -16,6 +16,19 @@ CUFLAG_EXPORT int cuflag_cuda_signal(cuflag_slot *s, void *stream, uint32_t *tar
 	return -ENOSYS;
 }
 
+int cuflag__ipc_map(struct cuflag_client *c, int fd, uint64_t size)
+{
+	(void)c;
+	(void)fd;
+	(void)size;
+	return -ENODEV;
+}
+
+void cuflag__ipc_unmap(struct cuflag_client *c)
+{
+	(void)c;
+}
+
 CUFLAG_EXPORT int cuflag_cuda_check(cuflag_slot *s);
 
 CUFLAG_EXPORT int cuflag_cuda_check(cuflag_slot *s)

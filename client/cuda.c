@@ -124,6 +124,12 @@ static int flags_dptr_in(struct cuflag_client *c, struct cuda_client *cc, CUcont
 	CUresult r;
 	int rc = 0, here = 0;
 
+	/* An imported CUDA IPC allocation is mapped at the same address for
+	 * every device already: nothing to register. */
+	if (c->ipc_va) {
+		*out = (CUdeviceptr)c->ipc_va;
+		return 0;
+	}
 	pthread_mutex_lock(&cc->lock);
 	for (unsigned i = 0; i < cc->n; i++) {
 		if (cc->ctxs[i].ctx == ctx) {
@@ -253,4 +259,61 @@ CUFLAG_EXPORT int cuflag_cuda_check(cuflag_slot *s)
 	if (atomic_load(&s->fault))
 		return atomic_load(&s->fault);
 	return cuda_probe(s);
+}
+
+int cuflag__ipc_map(struct cuflag_client *c, int fd, uint64_t size)
+{
+	CUmemGenericAllocationHandle h = 0;
+	CUmemAccessDesc acc[17];
+	CUdeviceptr va = 0;
+	int ndev = 0, n = 0;
+
+	if (cuflag__cuda_load() || cuflag__cu.Init(0) != CUDA_SUCCESS ||
+	    cuflag__cu.DeviceGetCount(&ndev) != CUDA_SUCCESS)
+		return -ENODEV;
+	if (size < (uint64_t)c->layout.nslots * sizeof(uint32_t))
+		return -EBADMSG;
+	/* The host reads and writes it; so may every device of this process. */
+	acc[n++] = (CUmemAccessDesc){ .location = { .type = CU_MEM_LOCATION_TYPE_HOST_NUMA },
+				      .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	for (int d = 0; d < ndev && n < 17; d++)
+		acc[n++] = (CUmemAccessDesc){
+			.location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d },
+			.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+		};
+	if (cuflag__cu.MemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
+						    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) !=
+	    CUDA_SUCCESS)
+		return -ENODEV;
+	if (cuflag__cu.MemAddressReserve(&va, size, 0, 0, 0) != CUDA_SUCCESS)
+		goto fail;
+	if (cuflag__cu.MemMap(va, size, 0, h, 0) != CUDA_SUCCESS) {
+		cuflag__cu.MemAddressFree(va, size);
+		va = 0;
+		goto fail;
+	}
+	if (cuflag__cu.MemSetAccess(va, size, acc, (size_t)n) != CUDA_SUCCESS) {
+		cuflag__cu.MemUnmap(va, size);
+		cuflag__cu.MemAddressFree(va, size);
+		va = 0;
+		goto fail;
+	}
+	c->ipc_va = va;
+	c->ipc_size = size;
+	c->ipc_handle = h;
+	c->flags = (volatile uint32_t *)(uintptr_t)va;
+	return 0;
+fail:
+	cuflag__cu.MemRelease(h);
+	return -ENODEV;
+}
+
+void cuflag__ipc_unmap(struct cuflag_client *c)
+{
+	if (!c->ipc_va)
+		return;
+	cuflag__cu.MemUnmap(c->ipc_va, c->ipc_size);
+	cuflag__cu.MemAddressFree(c->ipc_va, c->ipc_size);
+	cuflag__cu.MemRelease(c->ipc_handle);
+	c->ipc_va = 0;
 }

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* cuflagd: GPU completion flags for every process on the node. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "server.h"
+#include "slab.h"
 
 int main(int argc, char **argv)
 {
@@ -18,9 +20,15 @@ int main(int argc, char **argv)
 	rc = cuflagd_config_parse(&cfg, argc, argv);
 	if (rc)
 		return rc > 0 ? EXIT_SUCCESS : 2;
-	if (cfg.slab != CUFLAG_SLAB_MEMFD) {
-		log_err("--slab cuda-ipc is not available in this build");
-		return EXIT_FAILURE;
+	if (cfg.slab == CUFLAG_SLAB_CUDA_IPC) {
+		rc = slab_cuda_init();
+		if (rc) {
+			log_err("--slab cuda-ipc: %s", rc == -ENOTSUP
+							   ? "not available (built without CUDA, or "
+							     "host NUMA allocations unsupported)"
+							   : "no usable NVIDIA driver or GPU");
+			return EXIT_FAILURE;
+		}
 	}
 	rc = server_init(&srv, &cfg);
 	if (rc == 0)

@@ -84,12 +84,6 @@ void region_destroy(struct region *r)
 	r->fd = -1;
 }
 
-void region_set_flag(struct region *r, uint32_t slot, uint32_t value)
-{
-	_Atomic uint32_t *flags = (_Atomic uint32_t *)(r->map + r->layout.flags_off);
-	atomic_store_explicit(&flags[slot], value, memory_order_release);
-}
-
 int daemon_page_create(struct daemon_page *dp, uint64_t epoch)
 {
 	long page = sysconf(_SC_PAGESIZE);

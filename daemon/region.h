@@ -23,9 +23,6 @@ struct region {
 int region_create(struct region *r, uint32_t nslots, uint32_t queue_cap);
 void region_destroy(struct region *r);
 
-/* Set slot's flag to its starting value before the slot is handed out. */
-void region_set_flag(struct region *r, uint32_t slot, uint32_t value);
-
 /*
  * The daemon page: written by the daemon, sealed with F_SEAL_FUTURE_WRITE
  * after the daemon has mapped it, so clients can only map it read-only.

@@ -153,7 +153,7 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 		}
 		return 1;
 	case SCAN_ADD_SLOT:
-		s->flag = (volatile uint32_t *)(ss->base + ss->layout.flags_off) + c->slot;
+		s->flag = ss->flags + c->slot;
 		s->efd = c->efd;
 		s->armed = s->signalled = c->start;
 		s->pend_idx = SCAN_NOT_PENDING;

@@ -42,6 +42,7 @@ struct scan_session {
 	_Atomic uint32_t *head;     /* daemon-written consumer index */
 	_Atomic uint32_t *tail;     /* client-written producer index */
 	struct cuflag_arm *queue;
+	volatile uint32_t *flags;   /* in the region, or in the CUDA IPC allocation */
 	uint32_t head_local;        /* the truth of head, private */
 	uint32_t list_idx;          /* index in the scanner's session list */
 	struct scan_slot *slots;    /* layout.nslots */

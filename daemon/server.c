@@ -399,6 +399,7 @@ void server_fini(struct server *srv)
 		if (s->wake_fd >= 0)
 			close(s->wake_fd);
 		region_destroy(&s->region);
+		slab_cuda_free(&s->ipc);
 		free(s->slot_state);
 		free(s->slot_efd);
 		free(s->next_start);

@@ -52,6 +52,7 @@ struct session *session_new(struct server *srv, int fd)
 	s->fd = fd;
 	s->wake_fd = -1;
 	s->region.fd = -1;
+	s->ipc.fd = -1;
 	s->id = ++srv->next_id;
 	s->connected_ms = cuflagd_now_ms();
 	s->rl = (struct cuflagd_ratelimit){ .interval_ms = 1000, .burst = 20 };
@@ -172,7 +173,7 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 	const struct cuflagd_config *cfg = srv->cfg;
 	struct cuflag_msg_hello_reply r;
 	uint32_t same_uid = 0;
-	int fds[3], rc;
+	int fds[4], rc;
 
 	if (s->hello_done)
 		return -EPROTO;
@@ -209,6 +210,13 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 		free_slots(s);
 		return reply_error(srv, s, h->type, h->req_id, rc, "cannot create a region");
 	}
+	s->flags = (volatile uint32_t *)(s->region.map + s->region.layout.flags_off);
+	if (cfg->slab == CUFLAG_SLAB_CUDA_IPC) {
+		rc = slab_cuda_alloc((uint64_t)s->nslots * sizeof(uint32_t), &s->ipc);
+		if (rc)
+			goto undo;
+		s->flags = (volatile uint32_t *)(uintptr_t)s->ipc.va;
+	}
 	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->wake_fd < 0) {
 		rc = -errno;
@@ -227,6 +235,7 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 	ss->head = (_Atomic uint32_t *)(ss->base + ss->layout.head_off);
 	ss->tail = (_Atomic uint32_t *)(ss->base + ss->layout.tail_off);
 	ss->queue = (struct cuflag_arm *)(ss->base + ss->layout.queue_off);
+	ss->flags = s->flags;
 	ss->slots = (struct scan_slot *)(ss + 1);
 	for (uint32_t i = 0; i < s->nslots; i++) {
 		ss->slots[i].pend_idx = SCAN_NOT_PENDING;
@@ -236,7 +245,8 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 
 	memset(&r, 0, sizeof(r));
 	r.version = CUFLAG_PROTO_VERSION;
-	r.slab = CUFLAG_SLAB_MEMFD;
+	r.slab = (uint32_t)cfg->slab;
+	r.flags_size = s->ipc.size;
 	r.epoch = srv->epoch;
 	r.region_size = s->region.layout.size;
 	r.nslots = s->region.layout.nslots;
@@ -250,6 +260,7 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 	fds[0] = s->region.fd;
 	fds[1] = srv->dp.fd;
 	fds[2] = s->wake_fd;
+	fds[3] = s->ipc.fd;
 
 	/* The scanner learns of the region before the client can arm in it. */
 	struct scan_cmd *c = calloc(1, sizeof(*c));
@@ -261,10 +272,15 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 	scanner_submit(srv->sc, c);
 	s->hello_done = 1;
 	srv->nregions++;
-	rc = server_reply(s, h->type, h->req_id, 0, &r, sizeof(r), fds, 3);
+	rc = server_reply(s, h->type, h->req_id, 0, &r, sizeof(r), fds,
+			  cfg->slab == CUFLAG_SLAB_CUDA_IPC ? 4 : 3);
 	/* The client holds the region now; the daemon keeps only its mapping. */
 	close(s->region.fd);
 	s->region.fd = -1;
+	if (s->ipc.fd >= 0) {
+		close(s->ipc.fd);
+		s->ipc.fd = -1;
+	}
 	if (rc)
 		return rc;
 	slog(LOG_INFO, s, "connected: %u slots, region %llu bytes", s->nslots,
@@ -280,6 +296,7 @@ undo:
 		s->wake_fd = -1;
 	}
 	region_destroy(&s->region);
+	slab_cuda_free(&s->ipc);
 	free_slots(s);
 	slog(LOG_ERR, s, "cannot set up the client: %s", strerror(-rc));
 	return reply_error(srv, s, h->type, h->req_id, rc, "cannot set up the client");
@@ -350,7 +367,8 @@ static int on_alloc(struct server *srv, struct session *s, const struct cuflag_m
 		s->nlive++;
 		/* The starting value is written here and recorded by the scanner:
 		 * never read back from the flag, so an early device write counts. */
-		region_set_flag(&s->region, id, start);
+		atomic_store_explicit((_Atomic uint32_t *)&s->flags[id], start,
+				      memory_order_release);
 		cmds[i]->op = SCAN_ADD_SLOT;
 		cmds[i]->sess = s->scan;
 		cmds[i]->slot = id;
@@ -693,6 +711,7 @@ void session_on_done(struct server *srv, struct session *s, struct scan_cmd *c)
 			close(s->wake_fd);
 		}
 		region_destroy(&s->region);
+		slab_cuda_free(&s->ipc);
 		srv->nregions--;
 		unlink_session(srv, s);
 		/* An event for it may still wait in the loop's current batch. */

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "region.h"
 #include "scanner.h"
+#include "slab.h"
 
 struct server;
 
@@ -35,6 +36,8 @@ struct session {
 
 	/* Region and its scanner view (after HELLO). */
 	struct region region;
+	struct slab_alloc ipc;      /* --slab cuda-ipc: where the flags are */
+	volatile uint32_t *flags;   /* the flags, in the region or in ipc */
 	struct scan_session *scan;
 	int wake_fd;
 

@@ -44,7 +44,16 @@
 	X(cuCtxDestroy)                                                                    \
 	X(cuCtxPushCurrent)                                                                \
 	X(cuCtxPopCurrent)                                                                 \
-	X(cuStreamQuery)
+	X(cuStreamQuery)                                                                   \
+	X(cuMemGetAllocationGranularity)                                                   \
+	X(cuMemCreate)                                                                     \
+	X(cuMemRelease)                                                                    \
+	X(cuMemAddressReserve)                                                             \
+	X(cuMemAddressFree)                                                                \
+	X(cuMemMap)                                                                        \
+	X(cuMemUnmap)                                                                      \
+	X(cuMemSetAccess)                                                                  \
+	X(cuMemExportToShareableHandle)
 
 #define GPU_CU_DECL(f) __typeof__(f) *f;
 struct gpu_cu {

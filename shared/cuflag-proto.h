@@ -74,7 +74,10 @@ enum cuflag_slab_kind {
 };
 
 /*
- * Reply to HELLO; fds: [0] region, [1] daemon page, [2] wake eventfd.
+ * Reply to HELLO; fds: [0] region, [1] daemon page, [2] wake eventfd, and
+ * with slab CUDA_IPC [3] the flags allocation (a POSIX-fd CUDA handle of
+ * flags_size bytes, flags at offset 0; the region's own flag pages are then
+ * unused).
  * Where things sit inside the region travels here ("sizes travel"), so the
  * layout can grow without breaking old clients; the client checks each value
  * against the region's fstat size before it maps.
@@ -92,8 +95,10 @@ struct cuflag_msg_hello_reply {
 	uint32_t flags_off;    /* uint32 flags[nslots], page-aligned */
 	uint32_t page_size;    /* bytes of the daemon page */
 	uint32_t client_id;    /* the daemon's name for this connection */
+	uint64_t flags_size;   /* CUDA_IPC: bytes of the flags allocation; else 0 */
 };
-_Static_assert(sizeof(struct cuflag_msg_hello_reply) == 56, "hello reply size");
+_Static_assert(sizeof(struct cuflag_msg_hello_reply) == 64, "hello reply size");
+_Static_assert(offsetof(struct cuflag_msg_hello_reply, flags_size) == 56, "hr flags size");
 _Static_assert(offsetof(struct cuflag_msg_hello_reply, region_size) == 16, "hr size");
 _Static_assert(offsetof(struct cuflag_msg_hello_reply, flags_off) == 44, "hr flags");
 

@@ -128,10 +128,15 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 		return 0;
 	}
 	switch (expect_type) {
-	case CUFLAG_MSG_HELLO:
-		if (blen != sizeof(struct cuflag_msg_hello_reply) || nfds != 3)
-			FAIL(-EBADMSG, "HELLO reply: bad length or fds");
+	case CUFLAG_MSG_HELLO: {
+		struct cuflag_msg_hello_reply hr;
+		if (blen != sizeof(hr))
+			FAIL(-EBADMSG, "HELLO reply: bad length");
+		memcpy(&hr, body, sizeof(hr));
+		if (nfds != (hr.slab == CUFLAG_SLAB_CUDA_IPC ? 4u : 3u))
+			FAIL(-EBADMSG, "HELLO reply: fds do not match the slab");
 		return 0;
+	}
 	case CUFLAG_MSG_ALLOC: {
 		uint32_t count;
 		if (blen < 8)

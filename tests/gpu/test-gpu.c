@@ -11,6 +11,9 @@
  *   fault      a kernel that faults: the wait ends with -EIO, not a hang
  *   reuse      a slot released with its write in flight is not handed out
  *              again until the write has landed
+ *   host       host stores (the simulated device) through a GPU-era client:
+ *              with --slab cuda-ipc, the daemon and the client share the
+ *              flags through a CUDA allocation instead of a memfd
  * Options after the scenario are passed to cuflagd (e.g. --slab cuda-ipc).
  */
 #include <errno.h>
@@ -338,6 +341,37 @@ static int test_reuse(void)
 	return run_children(1, reuse_child, 20, 0);
 }
 
+/* ---- host: CPU stores through whatever slab the daemon uses ---- */
+
+static int host_child(int rounds, int unused)
+{
+	cuflag_client *c;
+	cuflag_slot *s[8];
+	int rc = gpu_load();
+	(void)unused;
+
+	if (rc)
+		return rc;
+	CHECK_RC(cuflag_connect(sock, &c));
+	CHECK_RC(cuflag_slots_acquire(c, 8, s));
+	for (int r = 0; r < rounds; r++)
+		for (int i = 0; i < 8; i++) {
+			uint32_t t;
+			CHECK_RC(cuflag_slot_arm(s[i], &t));
+			sim_store(cuflag_slot_flag(s[i]), t);
+			CHECK_RC(cuflag_slot_wait(s[i], t, 5000));
+		}
+	count_exact(s, 8, (uint64_t)rounds);
+	cuflag_disconnect(c);
+	printf("host: 8 slots x %d host stores exact\n", rounds);
+	return 0;
+}
+
+static int test_host(void)
+{
+	return run_children(1, host_child, 1000, 0);
+}
+
 static int probe_child(int unused_a, int unused_b)
 {
 	(void)unused_a;
@@ -357,6 +391,7 @@ int main(int argc, char **argv)
 		{ "contexts", test_contexts, { NULL } },
 		{ "fault", test_fault, { NULL } },
 		{ "reuse", test_reuse, { "--slots-per-client", "4", NULL } },
+		{ "host", test_host, { NULL } },
 	};
 	const char *extra[16];
 	struct daemon_proc d;

@@ -48,7 +48,8 @@ typedef struct cuflag_slot cuflag_slot;
  *
  * Return: 0, or -ENOENT / -ECONNREFUSED (no daemon there), -EACCES (not
  * allowed to use the socket: join group cuflag), -ENAMETOOLONG (path too long),
- * -EPROTONOSUPPORT (no protocol version in common), -EUSERS (the daemon's
+ * -EPROTONOSUPPORT (no protocol version in common), -ENODEV (the daemon runs
+ * with --slab cuda-ipc and this process cannot use CUDA), -EUSERS (the daemon's
  * client limits are reached), -ETIMEDOUT (the daemon did not answer within
  * 5 s), -EPROTO / -EBADMSG (the daemon sent something malformed), -ENOMEM,
  * or another errno from socket(2), connect(2) or mmap(2).
