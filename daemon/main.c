@@ -20,6 +20,9 @@ int main(int argc, char **argv)
 	rc = cuflagd_config_parse(&cfg, argc, argv);
 	if (rc)
 		return rc > 0 ? EXIT_SUCCESS : 2;
+	/* Before any thread exists (the CUDA driver starts its own): every
+	 * thread inherits this mask, so these signals reach only the signalfd. */
+	server_block_signals();
 	if (cfg.slab == CUFLAG_SLAB_CUDA_IPC) {
 		rc = slab_cuda_init();
 		if (rc) {

@@ -258,6 +258,22 @@ static void on_sigusr2(int sig)
 	(void)sig; /* only interrupts the scanner's blocked write */
 }
 
+static void loop_signals(sigset_t *mask)
+{
+	sigemptyset(mask);
+	sigaddset(mask, SIGINT);
+	sigaddset(mask, SIGTERM);
+	sigaddset(mask, SIGUSR1);
+}
+
+void server_block_signals(void)
+{
+	sigset_t mask;
+
+	loop_signals(&mask);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+}
+
 int server_init(struct server *srv, const struct cuflagd_config *cfg)
 {
 	struct sigaction sa = { .sa_handler = on_sigusr2 };
@@ -282,10 +298,7 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	/* Signals: the scanner inherits this mask; SIGUSR2 stays deliverable. */
 	signal(SIGPIPE, SIG_IGN);
 	sigaction(SIGUSR2, &sa, NULL); /* no SA_RESTART: write() returns EINTR */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGUSR1);
+	loop_signals(&mask);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 
 	rc = daemon_page_create(&srv->dp, srv->epoch);

@@ -42,6 +42,9 @@ struct server {
 	int tag_listen, tag_signal, tag_timer, tag_scanner;
 };
 
+/* Block the signals the main loop takes through its signalfd. */
+void server_block_signals(void);
+
 /* Set up everything (socket, scanner, loop). 0 or a negative errno. */
 int server_init(struct server *srv, const struct cuflagd_config *cfg);
 /* Run until SIGINT/SIGTERM. 0 or a negative errno. */
