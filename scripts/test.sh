@@ -1,18 +1,39 @@
 #!/bin/sh
 # Build cuflag and run every test suite. Run as root on a fresh Debian 12
 # machine: it installs what is missing first.
-#   scripts/test.sh            build in build/ and run unit + integration (+ gpu, skipped without one)
-#   BUILD=dir scripts/test.sh  another build directory
+#   scripts/test.sh            every suite (gpu tests skip without a GPU), then
+#                              the unit, integration, fuzz and example suites
+#                              again under AddressSanitizer+UBSan and under
+#                              ThreadSanitizer
+#   QUICK=1 scripts/test.sh    the plain build only
+#   BUILD=dir scripts/test.sh  another build directory (sanitizer builds go
+#                              to dir-asan and dir-tsan)
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 need_packages meson ninja-build gcc pkg-config check libsystemd-dev python3 valgrind \
 	libuv1-dev systemd man-db
 BUILD=${BUILD:-build}
-if [ -f "$BUILD/build.ninja" ]; then
-	meson setup --reconfigure "$BUILD" -Dwerror=true
-else
-	meson setup "$BUILD" -Dwerror=true
-fi
-ninja -C "$BUILD"
+
+setup() { # dir, options...
+	dir=$1
+	shift
+	if [ -f "$dir/build.ninja" ]; then
+		meson setup --reconfigure "$dir" "$@"
+	else
+		meson setup "$dir" "$@"
+	fi
+	ninja -C "$dir"
+}
+
+setup "$BUILD" -Dwerror=true
 meson test -C "$BUILD" --print-errorlogs --num-processes 2
+
+[ "${QUICK:-0}" = 1 ] && exit 0
+# The library links with -z defs; sanitizer runtimes need lundef off.
+setup "$BUILD-asan" -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+meson test -C "$BUILD-asan" --print-errorlogs --num-processes 2 \
+	--suite unit --suite integration --suite fuzz --suite examples
+# gcc warns that it cannot instrument atomic_thread_fence: no -Werror here.
+setup "$BUILD-tsan" -Db_sanitize=thread -Db_lundef=false
+meson test -C "$BUILD-tsan" --print-errorlogs --num-processes 2 --suite integration
