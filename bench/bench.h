@@ -28,7 +28,17 @@ struct bench_opts {
 	const char *socket;    /* an already-running daemon, or NULL */
 	const char *dump_dir;  /* --dump-samples DIR, or NULL */
 	const char *self;      /* argv[0] resolved: workers exec it */
+	int scale;             /* the scale run (cpu mode) */
+	unsigned scale_clients; /* idle fleet / armed run: processes */
 };
+
+/* The scale run's idle fleet: processes x slots each, the daemon's default
+ * --slots-per-client; and how many slots the armed run arms at once. */
+#define BENCH_SCALE_SLOTS 1024
+#define BENCH_SCALE_ARMED 10000
+/* The spawned daemon's --max-clients: room for the fleet and the bench. */
+#define BENCH_MAX_CLIENTS 256
+#define BENCH_SCALE_MAX_CLIENTS (BENCH_MAX_CLIENTS - 16)
 
 #define BENCH_MAX_LAT 16
 #define BENCH_MAX_TPUT 8
@@ -60,6 +70,21 @@ struct bench_ratio {
 	double value;          /* < 0: not available */
 };
 
+/* The scale run (--mode cpu): latency against allocated slots, many armed at once. */
+struct bench_scale {
+	int ran;
+	unsigned clients, slots;  /* the idle fleet used: processes x slots each */
+	char note[200];           /* why the fleet is smaller than asked, or "" */
+	char row[32];             /* "scale-PxS", the fleet's latency row */
+	char ratio[64];           /* "scale-PxS_p50/scale-1x1_p50" */
+	unsigned armed_procs, armed_per_proc;
+	uint64_t armed;           /* slots armed at once */
+	double complete_ms;       /* first store to last completion; < 0: not measured */
+	double daemon_cpu_ms;     /* over the armed run; < 0: not measured */
+	int exact;                /* every slot signalled exactly once */
+	char why[200];            /* what went wrong, when not exact */
+};
+
 struct bench_report {
 	const char *mode;
 	const struct bench_opts *opts;
@@ -76,6 +101,7 @@ struct bench_report {
 	unsigned idle_clients;
 	struct bench_ratio ratios[BENCH_MAX_RATIOS];
 	size_t nratios;
+	struct bench_scale scale;
 };
 
 struct bench_daemon;
@@ -99,6 +125,13 @@ typedef void (*bench_worker_fn)(unsigned i, int ready_fd, int go_fd, int result_
 double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsigned P,
 		       bench_worker_fn fn, void *arg, uint64_t expect, unsigned ready_s,
 		       unsigned run_s);
+
+/* Fill res with rc (a negative errno; 0 reads as -EIO) and what failed. */
+void bench_worker_fail(struct bench_worker_result *res, int rc, const char *what);
+/* Read exactly len bytes before the deadline (bench_now_ns); 0 or -1. */
+int bench_read_full(int fd, void *buf, size_t len, uint64_t deadline);
+/* Reap a child, killing it if it has not ended within 10 s (at once if kill_now). */
+void bench_reap(pid_t pid, int kill_now);
 
 static inline uint64_t bench_rand(uint64_t *s)
 {
@@ -152,6 +185,21 @@ const char *bench_find_daemon(const char *self);
 /* idle.c: fill idle_pct with the daemon's CPU while P clients x S slots sit idle. */
 void bench_idle_cpu(const struct bench_opts *o, struct bench_report *r,
 		    const struct bench_daemon *d);
+
+/* scale.c: size the fleet to RLIMIT_NOFILE (raised first; before the daemon
+ * is spawned, which inherits it), then run it against the daemon; 0 or -1. */
+void bench_scale_plan(const struct bench_opts *o, struct bench_scale *s);
+int bench_scale_run(const struct bench_opts *o, struct bench_report *r,
+		    const struct bench_daemon *d);
+
+/* cpu.c: the cuflagd row's timed wakes on a slot of the caller's; a worker's
+ * connection, n slots and an epoll set over their eventfds (-1: res says why). */
+struct cuflag_client;
+struct cuflag_slot;
+int bench_cpu_slot_wakes(struct cuflag_slot *s, struct bench_lat *row, unsigned warmup,
+			 unsigned n);
+int bench_worker_slots(const char *sock, unsigned n, struct cuflag_client **c,
+		       struct cuflag_slot **s, struct bench_worker_result *res);
 
 /* cpu.c, gpu.c: the two modes; return an exit status. */
 int bench_cpu_run(const struct bench_opts *o, struct bench_report *r);

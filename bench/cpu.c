@@ -10,7 +10,8 @@
  * eventfd; the storer sleeps a random 20-200 us (so the waiter is asleep),
  * reads t0 and stores; the waiter reads t1 as soon as poll returns.
  * Mechanisms take turns in blocks, so drifting background load hits all alike.
- * Then throughput (P processes x S slots through cuflagd) and daemon CPU.
+ * Then throughput (P processes x S slots through cuflagd), daemon CPU, and
+ * the scale run (scale.c).
  */
 #include <errno.h>
 #include <poll.h>
@@ -79,6 +80,37 @@ static void *storer_main(void *arg)
 		if (m->kind == M_DIRECT && write(m->fd, &one, sizeof(one)) != sizeof(one))
 			fprintf(stderr, "cuflag-bench: storer: eventfd write: %s\n", strerror(errno));
 	}
+}
+
+/* The storer thread and its go eventfd; 0 or -1 (said on stderr). */
+static int storer_start(struct storer *st)
+{
+	int rc;
+
+	st->go_efd = eventfd(0, EFD_CLOEXEC);
+	if (st->go_efd < 0) {
+		fprintf(stderr, "cuflag-bench: eventfd: %s\n", strerror(errno));
+		return -1;
+	}
+	st->rng = bench_now_ns() | 1;
+	rc = pthread_create(&st->thread, NULL, storer_main, st);
+	if (rc) {
+		fprintf(stderr, "cuflag-bench: pthread_create: %s\n", strerror(rc));
+		close(st->go_efd);
+		return -1;
+	}
+	return 0;
+}
+
+static void storer_stop(struct storer *st)
+{
+	uint64_t one = 1;
+
+	atomic_store(&st->quit, 1);
+	if (write(st->go_efd, &one, sizeof(one)) != sizeof(one))
+		fprintf(stderr, "cuflag-bench: eventfd write: %s\n", strerror(errno));
+	pthread_join(st->thread, NULL);
+	close(st->go_efd);
 }
 
 static int mech_arm(struct mech *m, uint32_t *t)
@@ -170,8 +202,7 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 	}
 	direct_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	inproc_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	st.go_efd = eventfd(0, EFD_CLOEXEC);
-	if (direct_efd < 0 || inproc_efd < 0 || st.go_efd < 0) {
+	if (direct_efd < 0 || inproc_efd < 0) {
 		fprintf(stderr, "cuflag-bench: eventfd: %s\n", strerror(errno));
 		return -1;
 	}
@@ -195,12 +226,8 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 		m[M_CUFLAGD].fd = cuflag_slot_fd(m[M_CUFLAGD].slot);
 		m[M_CUFLAGD].flag = cuflag_slot_flag(m[M_CUFLAGD].slot);
 	}
-	st.rng = bench_now_ns() | 1;
-	rc = pthread_create(&st.thread, NULL, storer_main, &st);
-	if (rc) {
-		fprintf(stderr, "cuflag-bench: pthread_create: %s\n", strerror(rc));
+	if (storer_start(&st))
 		return -1;
-	}
 	/* Turns of BLOCK wakes each, until every mechanism has its samples. */
 	for (int more = 1; more;) {
 		more = 0;
@@ -216,22 +243,50 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 				more = 1;
 		}
 	}
-	atomic_store(&st.quit, 1);
-	{
-		uint64_t one = 1;
-		if (write(st.go_efd, &one, sizeof(one)) != sizeof(one))
-			fprintf(stderr, "cuflag-bench: eventfd write: %s\n", strerror(errno));
-	}
-	pthread_join(st.thread, NULL);
+	storer_stop(&st);
 	inproc_scanner_stop(m[M_INPROC].sc);
 	cuflag_slot_release(m[M_CUFLAGD].slot);
 	cuflag_disconnect(c);
 	close(direct_efd);
 	close(inproc_efd);
-	close(st.go_efd);
 	for (int k = 0; k < M_COUNT; k++)
 		failed |= m[k].row->failed;
 	return failed ? -1 : 0;
+}
+
+/*
+ * The cuflagd row's method on a slot of the caller's: warmup + n timed wakes,
+ * the last n appended to row (which has room for them), with a storer thread
+ * of its own that is joined before it returns, so that the process is single
+ * threaded again between calls (the scale run forks then). 0, or -1 with the
+ * row failed.
+ */
+int bench_cpu_slot_wakes(struct cuflag_slot *s, struct bench_lat *row, unsigned warmup,
+			 unsigned n)
+{
+	struct mech m;
+	struct storer st;
+
+	memset(&m, 0, sizeof(m));
+	memset(&st, 0, sizeof(st));
+	m.kind = M_CUFLAGD;
+	m.slot = s;
+	m.fd = cuflag_slot_fd(s);
+	m.flag = cuflag_slot_flag(s);
+	m.row = row;
+	if (storer_start(&st)) {
+		bench_lat_fail(row, "cannot start the storing thread");
+		return -1;
+	}
+	for (unsigned i = 0; i < warmup + n && !row->failed; i++) {
+		double us;
+		if (one_wake(&st, &m, &us))
+			break;
+		if (i >= warmup)
+			row->us[row->n++] = us;
+	}
+	storer_stop(&st);
+	return row->failed ? -1 : 0;
 }
 
 /* ---- throughput: P processes x S slots through cuflagd ---- */
@@ -244,11 +299,36 @@ struct tput_args {
 	uint64_t completions;
 };
 
-static void tput_fail(struct bench_worker_result *res, int rc, const char *what)
+/*
+ * A worker's setup: connect, acquire n slots into s, and an epoll set that
+ * reports slot i's eventfd as data.u32 i. The epoll fd, or -1 with res
+ * filled (*c is set even then, for the caller to disconnect).
+ */
+int bench_worker_slots(const char *sock, unsigned n, struct cuflag_client **c,
+		       struct cuflag_slot **s, struct bench_worker_result *res)
 {
-	res->rc = rc ? rc : -EIO;
-	snprintf(res->why, sizeof(res->why), "%s%s%s", what, rc ? ": " : "",
-		 rc ? strerror(-rc) : "");
+	int ep, rc = cuflag_connect(sock, c);
+
+	if (!rc)
+		rc = cuflag_slots_acquire(*c, n, s);
+	if (rc) {
+		bench_worker_fail(res, rc, "connect / acquire slots");
+		return -1;
+	}
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0) {
+		bench_worker_fail(res, -errno, "epoll_create1");
+		return -1;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct epoll_event e = { .events = EPOLLIN, .data.u32 = i };
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, cuflag_slot_fd(s[i]), &e) < 0) {
+			bench_worker_fail(res, -errno, "epoll_ctl");
+			close(ep);
+			return -1;
+		}
+	}
+	return ep;
 }
 
 /* One process: arm, store at once (the device is as fast as can be), count
@@ -268,27 +348,16 @@ static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
 
 	memset(res, 0, sizeof(*res));
 	if (!s || !quota || !issued || !done) {
-		tput_fail(res, -ENOMEM, "allocation");
+		bench_worker_fail(res, -ENOMEM, "allocation");
 		goto out;
 	}
-	rc = cuflag_connect(a->sock, &c);
-	if (!rc)
-		rc = cuflag_slots_acquire(c, S, s);
-	if (rc) {
-		tput_fail(res, rc, "connect / acquire slots");
+	ep = bench_worker_slots(a->sock, S, &c, s, res);
+	if (ep < 0)
 		goto out;
-	}
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	for (unsigned i = 0; i < S; i++) {
-		struct epoll_event e = { .events = EPOLLIN, .data.u32 = i };
+	for (unsigned i = 0; i < S; i++)
 		quota[i] = C / S + (i < C % S);
-		if (epoll_ctl(ep, EPOLL_CTL_ADD, cuflag_slot_fd(s[i]), &e) < 0) {
-			tput_fail(res, -errno, "epoll_ctl");
-			goto out;
-		}
-	}
 	if (write(ready_fd, &byte, 1) != 1 || read(go_fd, &byte, 1) != 1) {
-		tput_fail(res, -EPIPE, "start handshake");
+		bench_worker_fail(res, -EPIPE, "start handshake");
 		goto out;
 	}
 	res->t_start = bench_now_ns();
@@ -299,7 +368,7 @@ static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
 				uint32_t t;
 				rc = cuflag_slot_arm(s[i], &t);
 				if (rc) {
-					tput_fail(res, rc, "arm");
+					bench_worker_fail(res, rc, "arm");
 					goto out;
 				}
 				__atomic_store_n(cuflag_slot_flag(s[i]), t, __ATOMIC_RELEASE);
@@ -310,7 +379,7 @@ static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			tput_fail(res, n < 0 ? -errno : 0,
+			bench_worker_fail(res, n < 0 ? -errno : 0,
 				  n < 0 ? "epoll_wait" : "no completion signalled for 5 s");
 			goto out;
 		}
@@ -321,13 +390,13 @@ static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
 			if (rc == -EAGAIN)
 				continue;
 			if (rc) {
-				tput_fail(res, rc, "consume");
+				bench_worker_fail(res, rc, "consume");
 				goto out;
 			}
 			done[i] += got;
 			res->done += got;
 			if (done[i] > issued[i]) {
-				tput_fail(res, -EPROTO, "more completions signalled than armed");
+				bench_worker_fail(res, -EPROTO, "more completions signalled than armed");
 				goto out;
 			}
 		}
@@ -336,11 +405,11 @@ static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
 	/* Exact counts: every slot its quota, and nothing more arrives. */
 	for (unsigned i = 0; i < S; i++)
 		if (done[i] != quota[i]) {
-			tput_fail(res, -EPROTO, "a slot's count differs from its quota");
+			bench_worker_fail(res, -EPROTO, "a slot's count differs from its quota");
 			goto out;
 		}
 	if (epoll_wait(ep, ev, 64, 20) != 0) {
-		tput_fail(res, -EPROTO, "completions signalled past the last one armed");
+		bench_worker_fail(res, -EPROTO, "completions signalled past the last one armed");
 		goto out;
 	}
 out:
@@ -389,6 +458,9 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 	struct bench_daemon d;
 	int failed = 0;
 
+	/* Before the daemon exists: it inherits the raised RLIMIT_NOFILE. */
+	if (o->scale)
+		bench_scale_plan(o, &r->scale);
 	if (bench_daemon_start(&d, o))
 		return 1;
 	r->daemon_pid = d.pid;
@@ -402,11 +474,15 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 		failed = 1;
 	if (r->have_daemon_cpu)
 		bench_idle_cpu(o, r, &d);
+	if (o->scale && bench_scale_run(o, r, &d))
+		failed = 1;
 	bench_daemon_stop(&d);
 
 	bench_ratio_lat(r, "cuflagd_p50/eventfd-direct_p50", "cuflagd", "eventfd-direct", 0);
 	bench_ratio_lat(r, "cuflagd_p50/inproc-scanner_p50", "cuflagd", "inproc-scanner", 0);
 	bench_ratio_lat(r, "cuflagd_p99/eventfd-direct_p99", "cuflagd", "eventfd-direct", 1);
 	bench_ratio_lat(r, "cuflagd_p99/inproc-scanner_p99", "cuflagd", "inproc-scanner", 1);
+	if (r->scale.ran)
+		bench_ratio_lat(r, r->scale.ratio, r->scale.row, "scale-1x1", 0);
 	return failed;
 }

@@ -81,7 +81,7 @@ const char *bench_find_daemon(const char *self)
 
 int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o)
 {
-	char spin[32];
+	char spin[32], maxc[16];
 	int st;
 
 	memset(d, 0, sizeof(*d));
@@ -103,6 +103,7 @@ int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o)
 	}
 	snprintf(d->sock, sizeof(d->sock), "%s/cuflagd.sock", d->dir);
 	snprintf(spin, sizeof(spin), "%u", o->spin_us);
+	snprintf(maxc, sizeof(maxc), "%u", BENCH_MAX_CLIENTS);
 	d->pid = fork();
 	if (d->pid < 0) {
 		fprintf(stderr, "cuflag-bench: fork: %s\n", strerror(errno));
@@ -110,8 +111,9 @@ int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o)
 		return -errno;
 	}
 	if (d->pid == 0) {
+		/* --max-clients explicit: the scale run connects up to 240 processes at once. */
 		const char *argv[] = { o->daemon, "--socket", d->sock, "--spin-us", spin,
-				       "--log-level", "warning", NULL };
+				       "--max-clients", maxc, "--log-level", "warning", NULL };
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execvp(o->daemon, (char *const *)argv);
 		fprintf(stderr, "cuflag-bench: cannot run %s: %s (set --daemon or $CUFLAGD)\n",

@@ -18,8 +18,7 @@
 
 #include "bench.h"
 
-/* Read exactly len bytes before the deadline; 0 or -1. */
-static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
+int bench_read_full(int fd, void *buf, size_t len, uint64_t deadline)
 {
 	size_t got = 0;
 
@@ -39,8 +38,7 @@ static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
 	return 0;
 }
 
-/* Reap, killing what does not end within 10 s. */
-static void reap(pid_t pid, int kill_now)
+void bench_reap(pid_t pid, int kill_now)
 {
 	int st;
 
@@ -53,6 +51,13 @@ static void reap(pid_t pid, int kill_now)
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
+}
+
+void bench_worker_fail(struct bench_worker_result *res, int rc, const char *what)
+{
+	res->rc = rc ? rc : -EIO;
+	snprintf(res->why, sizeof(res->why), "%s%s%s", what, rc ? ": " : "",
+		 rc ? strerror(-rc) : "");
 }
 
 double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsigned P,
@@ -100,7 +105,7 @@ double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsig
 	}
 	deadline = bench_now_ns() + (uint64_t)ready_s * 1000000000u;
 	for (unsigned i = 0; i < started && !t->failed; i++)
-		if (read_full(ready[0], &byte, 1, deadline)) {
+		if (bench_read_full(ready[0], &byte, 1, deadline)) {
 			snprintf(t->why, sizeof(t->why), "a worker did not get ready (see above)");
 			t->failed = 1;
 		}
@@ -112,7 +117,7 @@ double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsig
 	deadline = bench_now_ns() + (uint64_t)run_s * 1000000000u;
 	for (unsigned i = 0; i < started; i++) {
 		struct bench_worker_result res;
-		if (read_full(res_fd[i], &res, sizeof(res), deadline)) {
+		if (bench_read_full(res_fd[i], &res, sizeof(res), deadline)) {
 			if (!t->failed)
 				snprintf(t->why, sizeof(t->why), "worker %u gave no result", i);
 			t->failed = 1;
@@ -132,7 +137,7 @@ double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsig
 	}
 	cpu1 = bench_daemon_cpu_ms(d);
 	for (unsigned i = 0; i < started; i++)
-		reap(pids[i], t->failed);
+		bench_reap(pids[i], t->failed);
 	if (!t->failed && total != expect) {
 		snprintf(t->why, sizeof(t->why), "%llu completions counted, %llu expected",
 			 (unsigned long long)total, (unsigned long long)expect);

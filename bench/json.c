@@ -66,6 +66,34 @@ static void put_tput(const struct bench_tput *t, const char *unit)
 	putchar('}');
 }
 
+/* The scale run: null when it did not run. */
+static void put_scale(const struct bench_scale *s)
+{
+	if (!s->ran) {
+		fputs("null", stdout);
+		return;
+	}
+	fputs("{\"fleet\": ", stdout);
+	put_str(s->row);
+	printf(", \"fleet_processes\": %u, \"fleet_slots_per_process\": %u, \"armed\": %llu, "
+	       "\"armed_processes\": %u, \"armed_slots_per_process\": %u, \"complete_ms\": ",
+	       s->clients, s->slots, (unsigned long long)s->armed, s->armed_procs,
+	       s->armed_per_proc);
+	put_num(s->exact ? s->complete_ms : -1);
+	fputs(", \"daemon_cpu_ms\": ", stdout);
+	put_num(s->exact ? s->daemon_cpu_ms : -1);
+	printf(", \"exact\": %s", s->exact ? "true" : "false");
+	if (s->note[0]) {
+		fputs(", \"note\": ", stdout);
+		put_str(s->note);
+	}
+	if (!s->exact) {
+		fputs(", \"error\": ", stdout);
+		put_str(s->why[0] ? s->why : "not measured");
+	}
+	putchar('}');
+}
+
 void bench_print_json(const struct bench_report *cr)
 {
 	/* Percentiles sort the samples in place. */
@@ -77,9 +105,10 @@ void bench_print_json(const struct bench_report *cr)
 	put_str(r->mode);
 	printf(", \"config\": {\"iterations\": %u, \"warmup\": %u, \"clients\": %u, \"slots\": %u, "
 	       "\"streams\": %u, \"completions_per_process\": %llu, \"spin_us\": %u, "
-	       "\"idle_ms\": %u}",
+	       "\"idle_ms\": %u, \"scale\": %s, \"scale_clients\": %u}",
 	       o->iterations, o->warmup, o->clients, o->slots, o->streams,
-	       (unsigned long long)o->completions, o->spin_us, o->idle_ms);
+	       (unsigned long long)o->completions, o->spin_us, o->idle_ms,
+	       o->scale > 0 ? "true" : "false", o->scale_clients);
 	fputs(", \"results\": [", stdout);
 	for (size_t i = 0; i < r->nlat; i++) {
 		if (i)
@@ -104,6 +133,8 @@ void bench_print_json(const struct bench_report *cr)
 	fputs(", \"idle_seconds\": ", stdout);
 	put_num(r->have_daemon_cpu ? r->idle_seconds : -1);
 	printf(", \"idle_clients\": %u}", r->idle_clients);
+	fputs(", \"scale\": ", stdout);
+	put_scale(&r->scale);
 	fputs(", \"ratios\": {", stdout);
 	for (size_t i = 0; i < r->nratios; i++) {
 		if (i)

@@ -35,6 +35,10 @@ static void usage(FILE *f)
 		"                       program, else on PATH)\n"
 		"  --socket PATH        use the cuflagd already listening on PATH\n"
 		"  --dump-samples DIR   write DIR/<mechanism>.txt: one latency (us) a line\n"
+		"  --scale, --no-scale  cpu mode: latency with P idle processes x 1024 slots\n"
+		"                       connected, and ~10000 slots armed at once (default on\n"
+		"                       unless --iterations is below 100)\n"
+		"  --scale-clients P    processes of the scale run (default 64)\n"
 		"  -h, --help           this text\n\n"
 		"Exit status: 0 all measured, 1 something failed, 2 bad usage, 77 the mode\n"
 		"cannot run here (no GPU, or built without CUDA).\n");
@@ -71,7 +75,7 @@ static const char *self_path(const char *argv0)
 int main(int argc, char **argv)
 {
 	enum { O_MODE = 256, O_JSON, O_ITER, O_WARM, O_CLIENTS, O_SLOTS, O_STREAMS, O_COMPL,
-	       O_SPIN, O_IDLE, O_DAEMON, O_SOCKET, O_DUMP };
+	       O_SPIN, O_IDLE, O_DAEMON, O_SOCKET, O_DUMP, O_SCALE, O_NO_SCALE, O_SCALE_CLIENTS };
 	static const struct option opts[] = {
 		{ "mode", required_argument, NULL, O_MODE },
 		{ "json", no_argument, NULL, O_JSON },
@@ -86,12 +90,15 @@ int main(int argc, char **argv)
 		{ "daemon", required_argument, NULL, O_DAEMON },
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "dump-samples", required_argument, NULL, O_DUMP },
+		{ "scale", no_argument, NULL, O_SCALE },
+		{ "no-scale", no_argument, NULL, O_NO_SCALE },
+		{ "scale-clients", required_argument, NULL, O_SCALE_CLIENTS },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct bench_opts o = {
 		.mode = "cpu", .iterations = 2000, .clients = 2, .slots = 16, .streams = 4,
-		.spin_us = 50, .idle_ms = 2000,
+		.spin_us = 50, .idle_ms = 2000, .scale = -1, .scale_clients = 64,
 	};
 	static struct bench_report r;
 	unsigned long long v;
@@ -163,6 +170,15 @@ int main(int argc, char **argv)
 		case O_DUMP:
 			o.dump_dir = optarg;
 			break;
+		case O_SCALE:
+		case O_NO_SCALE:
+			o.scale = c == O_SCALE;
+			break;
+		case O_SCALE_CLIENTS:
+			if (parse_uint("--scale-clients", optarg, 1, BENCH_SCALE_MAX_CLIENTS, &v))
+				return 2;
+			o.scale_clients = (unsigned)v;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -175,6 +191,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cuflag-bench: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
+	if (o.scale > 0 && o.mode[0] == 'g') {
+		fprintf(stderr, "cuflag-bench: --scale: cpu mode only\n");
+		return 2;
+	}
+	/* The scale run takes a few seconds: on by default, but not in a tiny run. */
+	if (o.scale < 0)
+		o.scale = o.mode[0] == 'c' && o.iterations >= 100;
 	if (!warm_set)
 		o.warmup = o.iterations / 20 < 100 ? o.iterations / 20 : 100;
 	if (!o.completions)

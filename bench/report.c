@@ -4,6 +4,24 @@
 
 #include "bench.h"
 
+static void print_scale(const struct bench_scale *s)
+{
+	printf("\nScale\n");
+	printf("  %s: %u idle processes x %u slots connected; scale-1x1: nobody else\n",
+	       s->row, s->clients, s->slots);
+	if (s->note[0])
+		printf("  note: %s\n", s->note);
+	if (s->exact)
+		printf("  armed-%llu: all %llu complete in %.1f ms (%u processes x %u slots, "
+		       "each signalled exactly once)\n",
+		       (unsigned long long)(s->armed >= BENCH_SCALE_ARMED ? BENCH_SCALE_ARMED : s->armed),
+		       (unsigned long long)s->armed, s->complete_ms, s->armed_procs,
+		       s->armed_per_proc);
+	else
+		printf("  armed-%llu: not measured: %s\n", (unsigned long long)s->armed,
+		       s->why[0] ? s->why : "no run");
+}
+
 void bench_print_text(const struct bench_report *cr)
 {
 	/* Percentiles sort the samples in place. */
@@ -53,6 +71,8 @@ void bench_print_text(const struct bench_report *cr)
 	} else {
 		printf("  not measured (the daemon's /proc/PID/stat is not readable)\n");
 	}
+	if (r->scale.ran)
+		print_scale(&r->scale);
 	printf("\nRatios\n");
 	for (size_t i = 0; i < r->nratios; i++) {
 		if (r->ratios[i].value >= 0)
