@@ -23,6 +23,11 @@ CUFLAG_EXPORT const char *cuflag_version(void)
 	return CUFLAG_VERSION;
 }
 
+CUFLAG_EXPORT int cuflag_client_fd(const cuflag_client *c)
+{
+	return c->sock;
+}
+
 CUFLAG_EXPORT uint64_t cuflag_client_epoch(const cuflag_client *c)
 {
 	return c->epoch;

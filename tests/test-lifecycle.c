@@ -186,8 +186,12 @@ static void test_daemon_gone(void)
 	CHECK_RC(cuflag_connect(d.sock, &c));
 	CHECK_RC(cuflag_slot_acquire(c, &s));
 	CHECK_RC(cuflag_slot_arm(s, &t));
+	struct pollfd hup = { .fd = cuflag_client_fd(c), .events = POLLRDHUP };
+	CHECK(poll(&hup, 1, 0) == 0);
 	kill(d.pid, SIGKILL);
 	CHECK(waitpid(d.pid, NULL, 0) == d.pid);
+	/* An event loop learns it from the connection fd. */
+	CHECK(poll(&hup, 1, 2000) == 1 && (hup.revents & (POLLRDHUP | POLLHUP)));
 	CHECK(cuflag_slot_wait(s, t, 50) == -ETIMEDOUT);
 	sim_store(cuflag_slot_flag(s), t);
 	CHECK_RC(cuflag_slot_wait(s, t, 2000));

@@ -163,6 +163,15 @@ CUFLAG_API int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions);
 CUFLAG_API int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd);
 
 /**
+ * cuflag_client_fd() - the connection to the daemon, for an event loop to
+ * learn that the daemon went away: poll it for POLLRDHUP (or EPOLLRDHUP);
+ * never read or write it. Slot flags keep working without the daemon, but
+ * no eventfd is signalled any more.
+ * Return: the fd (>= 0).
+ */
+CUFLAG_API int cuflag_client_fd(const cuflag_client *c);
+
+/**
  * cuflag_client_epoch() - the daemon's epoch: it changes at every daemon start.
  */
 CUFLAG_API uint64_t cuflag_client_epoch(const cuflag_client *c);
