@@ -129,13 +129,23 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 				      : &ss->slots[c->slot];
 
 	switch (c->op) {
-	case SCAN_ADD_SESSION:
+	case SCAN_ADD_SESSION: {
+		/* The park set is the scanner's alone: it adds and removes the
+		 * session's wake fd itself, so it never reads one that the main
+		 * thread has closed (and whose number may already be reused). */
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = ss->wake_fd };
+		if (epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, ss->wake_fd, &ev) < 0)
+			log_err("scanner: cannot watch a wake eventfd: %s", strerror(errno));
 		ss->list_idx = sc->nsessions;
 		ss->head_local = 0;
 		ss->live = 1;
 		sc->sessions[sc->nsessions++] = ss;
 		return 1;
+	}
 	case SCAN_DEL_SESSION:
+		if (ss->live &&
+		    epoll_ctl(sc->park_ep, EPOLL_CTL_DEL, ss->wake_fd, NULL) < 0)
+			log_err("scanner: cannot unwatch a wake eventfd: %s", strerror(errno));
 		for (uint32_t i = 0; i < ss->layout.nslots; i++) {
 			pending_del(sc, &ss->slots[i]);
 			/* A retiring slot's command goes back with the session's. */
@@ -508,18 +518,6 @@ void scanner_submit(struct scanner *sc, struct scan_cmd *cmd)
 	if (atomic_load_explicit((_Atomic uint32_t *)&sc->dpage->scanner_state,
 				 memory_order_relaxed) == CUFLAG_SCANNER_PARKED)
 		kick(sc);
-}
-
-int scanner_watch_wakefd(struct scanner *sc, int fd)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
-	return epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
-}
-
-void scanner_unwatch_wakefd(struct scanner *sc, int fd)
-{
-	if (epoll_ctl(sc->park_ep, EPOLL_CTL_DEL, fd, NULL) < 0)
-		log_err("cannot remove a wake eventfd from the park set: %s", strerror(errno));
 }
 
 int scanner_done_fd(const struct scanner *sc)

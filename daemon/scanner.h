@@ -48,6 +48,7 @@ struct scan_session {
 	struct scan_slot *slots;    /* layout.nslots */
 	uint32_t pending;           /* slots of this session in the pending set */
 	uint8_t live;               /* in the scanner's list */
+	int wake_fd;                /* in the park set while live (scanner's own) */
 	/* Counters the main thread reads. */
 	_Atomic uint64_t n_armed;
 	_Atomic uint64_t n_wakes;
@@ -97,10 +98,6 @@ void scanner_stop(struct scanner *sc);
 
 /* Queue a command; the scanner is woken if parked. */
 void scanner_submit(struct scanner *sc, struct scan_cmd *cmd);
-
-/* Register / unregister a session's wake eventfd in the park set. */
-int scanner_watch_wakefd(struct scanner *sc, int fd);
-void scanner_unwatch_wakefd(struct scanner *sc, int fd);
 
 /* The eventfd the main loop polls: readable when commands were handed back. */
 int scanner_done_fd(const struct scanner *sc);

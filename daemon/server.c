@@ -314,6 +314,14 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 		return rc;
 	}
 
+	srv->sig_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	srv->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	srv->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (srv->sig_fd < 0 || srv->timer_fd < 0 || srv->ep < 0)
+		return -errno;
+	if (timerfd_settime(srv->timer_fd, 0, &its, NULL) < 0)
+		return -errno;
+	/* The socket last: a client that can connect finds the daemon whole. */
 	srv->listen_fd = cfg->socket_path ? -1 : notify_listen_fd();
 	if (srv->listen_fd >= 0) {
 		/* Passed blocking by default; accept() must never block the loop. */
@@ -332,13 +340,6 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 		}
 		log_info("listening on %s", path);
 	}
-	srv->sig_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-	srv->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	srv->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (srv->sig_fd < 0 || srv->timer_fd < 0 || srv->ep < 0)
-		return -errno;
-	if (timerfd_settime(srv->timer_fd, 0, &its, NULL) < 0)
-		return -errno;
 	if ((rc = ep_add(srv, srv->listen_fd, &srv->tag_listen)) ||
 	    (rc = ep_add(srv, srv->sig_fd, &srv->tag_signal)) ||
 	    (rc = ep_add(srv, srv->timer_fd, &srv->tag_timer)) ||

@@ -222,12 +222,6 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 		rc = -errno;
 		goto undo;
 	}
-	rc = scanner_watch_wakefd(srv->sc, s->wake_fd);
-	if (rc) {
-		close(s->wake_fd);
-		s->wake_fd = -1;
-		goto undo;
-	}
 
 	struct scan_session *ss = s->scan;
 	ss->layout = s->region.layout;
@@ -236,6 +230,7 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 	ss->tail = (_Atomic uint32_t *)(ss->base + ss->layout.tail_off);
 	ss->queue = (struct cuflag_arm *)(ss->base + ss->layout.queue_off);
 	ss->flags = s->flags;
+	ss->wake_fd = s->wake_fd;
 	ss->slots = (struct scan_slot *)(ss + 1);
 	for (uint32_t i = 0; i < s->nslots; i++) {
 		ss->slots[i].pend_idx = SCAN_NOT_PENDING;
@@ -291,7 +286,6 @@ nomem_undo:
 	rc = -ENOMEM;
 undo:
 	if (s->wake_fd >= 0) {
-		scanner_unwatch_wakefd(srv->sc, s->wake_fd);
 		close(s->wake_fd);
 		s->wake_fd = -1;
 	}
@@ -706,10 +700,8 @@ void session_on_done(struct server *srv, struct session *s, struct scan_cmd *c)
 		for (uint32_t i = 0; i < s->nslots; i++)
 			if (s->slot_efd[i] >= 0)
 				close(s->slot_efd[i]);
-		if (s->wake_fd >= 0) {
-			scanner_unwatch_wakefd(srv->sc, s->wake_fd);
-			close(s->wake_fd);
-		}
+		if (s->wake_fd >= 0)
+			close(s->wake_fd); /* the scanner left the park set already */
 		region_destroy(&s->region);
 		slab_cuda_free(&s->ipc);
 		srv->nregions--;

@@ -156,7 +156,19 @@ int main(void)
 	atomic_store(&stop, 1);
 	pthread_join(th, NULL);
 	CHECK(atomic_load(&steady_done) > before); /* it kept going through the churn */
-	CHECK(wait_until(is_back, &base, 5000));
+	if (!wait_until(is_back, &base, 10000)) {
+		struct cuflag_msg_stats_reply st;
+		daemon_stats(&d, &st);
+		fprintf(stderr, "not back: %d fds (%d before), %d regions (%d), %u clients, "
+				"%u slots, %llu pending\n",
+			daemon_fd_count(&d), base.fds, daemon_region_maps(&d), base.maps,
+			st.clients, st.slots, (unsigned long long)st.pending);
+		char cmd[96];
+		snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd >&2", (int)d.pid);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cannot list the daemon's fds\n");
+		abort();
+	}
 	printf("churn: %d clients came and went (a third killed), steady client completed "
 	       "%llu, daemon back to %d fds in %.2f s\n",
 	       CHURNERS * ROUNDS, (unsigned long long)atomic_load(&steady_done), base.fds,
