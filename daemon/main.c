@@ -4,10 +4,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "config.h"
 #include "server.h"
 #include "slab.h"
+
+/*
+ * Each client holds an eventfd per slot here: take the whole hard limit of
+ * open files (the soft one is often 1024), and say so when even that cannot
+ * hold every client's slots.
+ */
+static void raise_fd_limit(const struct cuflagd_config *cfg)
+{
+	uint64_t want = (uint64_t)cfg->max_clients * (cfg->slots_per_client + 3) + 128;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_warn("cannot raise the open-file limit: %s", strerror(errno));
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+		log_warn("open-file limit %llu is below what %u clients x %u slots need (%llu): "
+			 "raise LimitNOFILE",
+			 (unsigned long long)rl.rlim_cur, cfg->max_clients, cfg->slots_per_client,
+			 (unsigned long long)want);
+}
 
 int main(int argc, char **argv)
 {
@@ -23,6 +48,7 @@ int main(int argc, char **argv)
 	/* Before any thread exists (the CUDA driver starts its own): every
 	 * thread inherits this mask, so these signals reach only the signalfd. */
 	server_block_signals();
+	raise_fd_limit(&cfg);
 	if (cfg.slab == CUFLAG_SLAB_CUDA_IPC) {
 		rc = slab_cuda_init();
 		if (rc) {

@@ -20,6 +20,10 @@ for opt in $(options "$src/ctl/cuflagctl.c"); do
 	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')
 	grep -qF -- "$roff" "$src/man/cuflagctl.1" || missing "cuflagctl.1: --$opt undocumented"
 done
+for opt in $(options "$src/bench/main.c"); do
+	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')
+	grep -qF -- "$roff" "$src/man/cuflag-bench.1" || missing "cuflag-bench.1: --$opt undocumented"
+done
 for cmd in $(grep -o 'strcmp(cmd, "[a-z]*")' "$src/ctl/cuflagctl.c" | cut -d'"' -f2 | sort -u); do
 	grep -qx "\.B $cmd" "$src/man/cuflagctl.1" || missing "cuflagctl.1: command $cmd undocumented"
 done
