@@ -14,6 +14,8 @@
 
 struct cuflag_client {
 	int sock;
+	char path[108];           /* the daemon's socket, for cuflag_reconnect() */
+	int region_fd;            /* kept: a restarted daemon adopts the region */
 	pthread_mutex_t req_lock; /* one request in flight at a time */
 	uint32_t next_req;
 
@@ -90,6 +92,10 @@ int cuflag__publish(struct cuflag_slot *s, uint32_t target);
  */
 int cuflag__ipc_map(struct cuflag_client *c, int fd, uint64_t size);
 void cuflag__ipc_unmap(struct cuflag_client *c);
+
+/* Drop the slots' cached wait epolls that no waiter holds (they watch the
+ * daemon connection, which changed). */
+void cuflag__forget_waits(struct cuflag_client *c);
 
 /* Free a slot's local resources (fds, memory), without telling the daemon. */
 void cuflag__slot_free(struct cuflag_slot *s);

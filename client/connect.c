@@ -33,9 +33,10 @@ CUFLAG_EXPORT uint64_t cuflag_client_epoch(const cuflag_client *c)
 	return c->epoch;
 }
 
-int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, uint32_t blen,
-		    const int *send_fds, unsigned send_nfds, void *reply, size_t *rlen, int *fds,
-		    unsigned max_fds, unsigned *nfds)
+/* One request and its reply on sock; the caller holds c->req_lock. */
+static int request_locked(struct cuflag_client *c, int sock, uint16_t type, const void *body,
+			  uint32_t blen, const int *send_fds, unsigned send_nfds, void *reply,
+			  size_t *rlen, int *fds, unsigned max_fds, unsigned *nfds)
 {
 	uint8_t buf[CUFLAG_MSG_MAX];
 	struct cuflag_msg_hdr h;
@@ -47,19 +48,16 @@ int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, ui
 	*nfds = 0;
 	if (blen > sizeof(buf) - sizeof(h))
 		return -EMSGSIZE;
-	pthread_mutex_lock(&c->req_lock);
 	id = ++c->next_req;
 	cuflag_hdr_init(&h, type, (uint32_t)sizeof(h) + blen, id, 0, (uint16_t)send_nfds);
 	memcpy(buf, &h, sizeof(h));
 	if (blen)
 		memcpy(buf + sizeof(h), body, blen);
-	rc = cuflag_send_msg(c->sock, buf, sizeof(h) + blen, send_fds, send_nfds, 0);
-	if (rc) {
-		pthread_mutex_unlock(&c->req_lock);
+	rc = cuflag_send_msg(sock, buf, sizeof(h) + blen, send_fds, send_nfds, 0);
+	if (rc)
 		return rc == -ECONNRESET ? -EPIPE : rc;
-	}
 	for (;;) {
-		n = cuflag_recv_msg(c->sock, reply, CUFLAG_MSG_MAX, fds, max_fds, nfds, 0);
+		n = cuflag_recv_msg(sock, reply, CUFLAG_MSG_MAX, fds, max_fds, nfds, 0);
 		if (n < (ssize_t)sizeof(h))
 			break;
 		memcpy(&h, reply, sizeof(h));
@@ -69,7 +67,6 @@ int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, ui
 		cuflag_close_fds(fds, *nfds);
 		*nfds = 0;
 	}
-	pthread_mutex_unlock(&c->req_lock);
 	if (n == 0)
 		return -ENOTCONN;
 	if (n < 0)
@@ -83,6 +80,19 @@ int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, ui
 	}
 	memcpy(&h, reply, sizeof(h));
 	return h.status;
+}
+
+int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, uint32_t blen,
+		    const int *send_fds, unsigned send_nfds, void *reply, size_t *rlen, int *fds,
+		    unsigned max_fds, unsigned *nfds)
+{
+	int rc;
+
+	pthread_mutex_lock(&c->req_lock);
+	rc = request_locked(c, c->sock, type, body, blen, send_fds, send_nfds, reply, rlen, fds,
+			    max_fds, nfds);
+	pthread_mutex_unlock(&c->req_lock);
+	return rc;
 }
 
 int cuflag__daemon_gone(struct cuflag_client *c)
@@ -102,7 +112,8 @@ static int map_region(struct cuflag_client *c, int fd, const struct cuflag_msg_h
 
 	c->layout = (struct cuflag_region_layout){
 		.nslots = r->nslots, .queue_cap = r->queue_cap, .head_off = r->head_off,
-		.tail_off = r->tail_off, .queue_off = r->queue_off, .flags_off = r->flags_off,
+		.tail_off = r->tail_off, .queue_off = r->queue_off, .state_off = r->state_off,
+		.flags_off = r->flags_off,
 		.size = r->region_size,
 	};
 	/* Without the shrink seal a truncate could SIGBUS us; refuse it. */
@@ -132,23 +143,49 @@ static int map_region(struct cuflag_client *c, int fd, const struct cuflag_msg_h
 	return 0;
 }
 
-static int map_daemon_page(struct cuflag_client *c, int fd)
+static int map_daemon_page(int fd, const struct cuflag_daemon_page **out, size_t *size)
 {
+	const struct cuflag_daemon_page *p;
 	struct stat st;
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if ((uint64_t)st.st_size < sizeof(struct cuflag_daemon_page))
 		return -EBADMSG;
-	c->dpage_size = (size_t)st.st_size;
-	c->dpage = mmap(NULL, c->dpage_size, PROT_READ, MAP_SHARED, fd, 0);
-	if (c->dpage == MAP_FAILED) {
-		c->dpage = NULL;
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
 		return -errno;
-	}
-	if (c->dpage->magic != CUFLAG_DPAGE_MAGIC || c->dpage->version != CUFLAG_PROTO_VERSION)
+	if (p->magic != CUFLAG_DPAGE_MAGIC || p->version != CUFLAG_PROTO_VERSION) {
+		munmap((void *)p, (size_t)st.st_size);
 		return -EBADMSG;
+	}
+	*out = p;
+	*size = (size_t)st.st_size;
 	return 0;
+}
+
+/* A SOCK_SEQPACKET connection to path that cannot hang a caller for ever. */
+static int open_socket(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(a.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* A daemon that stops answering turns into -ETIMEDOUT, not a hang. */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
 }
 
 static void client_free(struct cuflag_client *c)
@@ -160,6 +197,8 @@ static void client_free(struct cuflag_client *c)
 		munmap((void *)c->dpage, c->dpage_size);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
+	if (c->region_fd >= 0)
+		close(c->region_fd);
 	if (c->sock >= 0)
 		close(c->sock);
 	pthread_mutex_destroy(&c->req_lock);
@@ -170,8 +209,6 @@ static void client_free(struct cuflag_client *c)
 
 CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
 	struct cuflag_msg_hello hello = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
 	struct cuflag_msg_hello_reply r;
 	uint8_t reply[CUFLAG_MSG_MAX];
@@ -187,27 +224,20 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 		socket_path = getenv(CUFLAG_SOCKET_ENV);
 	if (!socket_path || !socket_path[0])
 		socket_path = CUFLAG_DEFAULT_SOCKET;
-	if (strlen(socket_path) >= sizeof(a.sun_path))
+	if (strlen(socket_path) >= sizeof(c->path))
 		return -ENAMETOOLONG;
-	strcpy(a.sun_path, socket_path);
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->wake_fd = -1;
+	c->wake_fd = c->region_fd = -1;
+	strcpy(c->path, socket_path);
 	pthread_mutex_init(&c->req_lock, NULL);
 	pthread_mutex_init(&c->arm_lock, NULL);
 	pthread_mutex_init(&c->slots_lock, NULL);
-	c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	c->sock = open_socket(socket_path);
 	if (c->sock < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	/* A daemon that stops answering turns into -ETIMEDOUT, not a hang. */
-	setsockopt(c->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(c->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(c->sock, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		rc = -errno;
+		rc = c->sock;
 		goto fail;
 	}
 	rc = cuflag__request(c, CUFLAG_MSG_HELLO, &hello, sizeof(hello), NULL, 0, reply, &rlen,
@@ -224,14 +254,15 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	c->slab = (int)r.slab;
 	rc = map_region(c, fds[0], &r);
 	if (!rc)
-		rc = map_daemon_page(c, fds[1]);
+		rc = map_daemon_page(fds[1], &c->dpage, &c->dpage_size);
 	/* cuda-ipc: the flags live in a CUDA allocation, not in the region. */
 	if (!rc && c->slab == CUFLAG_SLAB_CUDA_IPC)
 		rc = cuflag__ipc_map(c, fds[3], r.flags_size);
 	if (rc)
 		goto fail;
 	c->wake_fd = fds[2];
-	fds[2] = -1;
+	c->region_fd = fds[0];
+	fds[0] = fds[2] = -1;
 	cuflag_close_fds(fds, nfds); /* the mappings keep the memory */
 	*out = c;
 	return 0;
@@ -254,4 +285,99 @@ CUFLAG_EXPORT void cuflag_disconnect(cuflag_client *c)
 	if (c->cuda_fini)
 		c->cuda_fini(c);
 	client_free(c);
+}
+
+/* The layout a daemon offers is the one this client's region has. */
+static int same_layout(const struct cuflag_region_layout *l, const struct cuflag_msg_hello_reply *r)
+{
+	return l->nslots == r->nslots && l->queue_cap == r->queue_cap &&
+	       l->head_off == r->head_off && l->tail_off == r->tail_off &&
+	       l->queue_off == r->queue_off && l->state_off == r->state_off &&
+	       l->flags_off == r->flags_off && l->size == r->region_size;
+}
+
+/* Hand every slot's id and eventfd to the new daemon, 64 a message. */
+static int adopt_slots(struct cuflag_client *c, int sock)
+{
+	struct cuflag_msg_adopt m;
+	int efds[CUFLAG_BATCH_MAX];
+	uint8_t reply[CUFLAG_MSG_MAX];
+	size_t rlen;
+	unsigned nfds;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->slots_lock);
+	for (struct cuflag_slot *s = c->slots; s && !rc;) {
+		m.count = 0;
+		m.reserved = 0;
+		for (; s && m.count < CUFLAG_BATCH_MAX; s = s->next_slot) {
+			m.ids[m.count] = s->id;
+			efds[m.count++] = s->efd;
+		}
+		rc = request_locked(c, sock, CUFLAG_MSG_ADOPT, &m, 8 + m.count * 4, efds, m.count,
+				    reply, &rlen, NULL, 0, &nfds);
+	}
+	pthread_mutex_unlock(&c->slots_lock);
+	return rc;
+}
+
+CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)
+{
+	struct cuflag_msg_resume m = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
+	struct cuflag_msg_hello_reply r;
+	const struct cuflag_daemon_page *dp = NULL;
+	uint8_t reply[CUFLAG_MSG_MAX];
+	int give[2], fd = -1, sock, rc;
+	size_t rlen = 0, dp_size = 0;
+	unsigned nfds = 0;
+
+	if (!c)
+		return -EINVAL;
+	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
+		return -EOPNOTSUPP;
+	sock = open_socket(c->path);
+	if (sock < 0)
+		return sock;
+	m.epoch = c->epoch;
+	pthread_mutex_lock(&c->slots_lock);
+	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot)
+		m.slots++;
+	pthread_mutex_unlock(&c->slots_lock);
+	give[0] = c->region_fd;
+	give[1] = c->wake_fd;
+	pthread_mutex_lock(&c->req_lock);
+	rc = request_locked(c, sock, CUFLAG_MSG_RESUME, &m, sizeof(m), give, 2, reply, &rlen, &fd, 1,
+			    &nfds);
+	if (rc)
+		goto out;
+	memcpy(&r, reply + sizeof(struct cuflag_msg_hdr), sizeof(r));
+	if (!same_layout(&c->layout, &r) || r.slab != CUFLAG_SLAB_MEMFD) {
+		rc = -EPROTO;
+		goto out;
+	}
+	rc = map_daemon_page(fd, &dp, &dp_size);
+	if (!rc)
+		rc = adopt_slots(c, sock);
+	if (rc)
+		goto out;
+	/* From here on the new daemon serves us. */
+	close(c->sock);
+	c->sock = sock;
+	sock = -1;
+	munmap((void *)c->dpage, c->dpage_size);
+	c->dpage = dp;
+	c->dpage_size = dp_size;
+	dp = NULL;
+	c->epoch = r.epoch;
+out:
+	pthread_mutex_unlock(&c->req_lock);
+	if (dp)
+		munmap((void *)dp, dp_size);
+	if (fd >= 0)
+		close(fd);
+	if (sock >= 0)
+		close(sock);
+	if (!rc)
+		cuflag__forget_waits(c); /* their epolls watch the old connection */
+	return rc;
 }

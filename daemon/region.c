@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -61,6 +62,7 @@ int region_create(struct region *r, uint32_t nslots, uint32_t queue_cap)
 	hdr.tail_off = r->layout.tail_off;
 	hdr.queue_off = r->layout.queue_off;
 	hdr.flags_off = r->layout.flags_off;
+	hdr.state_off = r->layout.state_off;
 	hdr.region_size = r->layout.size;
 	memcpy(r->map, &hdr, sizeof(hdr));
 	/* A fresh memfd reads as zeros: head, tail and flags start at 0. */
@@ -72,6 +74,52 @@ int region_create(struct region *r, uint32_t nslots, uint32_t queue_cap)
 fail:
 	region_destroy(r);
 	return rc;
+}
+
+int region_adopt(struct region *r, int fd, uint32_t nslots, uint32_t queue_cap,
+		 const char **why)
+{
+	const int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	long page = sysconf(_SC_PAGESIZE);
+	struct cuflag_region_hdr hdr;
+	struct stat st;
+	int seals, rc;
+
+	r->fd = -1;
+	r->map = NULL;
+	r->adopted = 0;
+	rc = cuflag_region_layout_make(&r->layout, nslots, queue_cap, (uint32_t)page);
+	if (rc)
+		return rc;
+	/* Sealed so it can never shrink under our mapping (no SIGBUS), and no
+	 * seal can be added later to make our writes fail. */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & want) != want) {
+		*why = "RESUME: the region is not a sealed memfd";
+		return -EINVAL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != r->layout.size) {
+		*why = "RESUME: the region's size is not this daemon's layout";
+		return -EINVAL;
+	}
+	r->map = mmap(NULL, r->layout.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r->map == MAP_FAILED) {
+		r->map = NULL;
+		*why = "RESUME: cannot map the region";
+		return -EINVAL;
+	}
+	memcpy(&hdr, r->map, sizeof(hdr));
+	if (hdr.magic != CUFLAG_REGION_MAGIC || hdr.version != CUFLAG_PROTO_VERSION ||
+	    hdr.nslots != r->layout.nslots || hdr.queue_cap != r->layout.queue_cap ||
+	    hdr.flags_off != r->layout.flags_off || hdr.state_off != r->layout.state_off) {
+		region_destroy(r);
+		*why = "RESUME: the region's header is not this daemon's layout";
+		return -EINVAL;
+	}
+	if (mlock(r->map, r->layout.size) < 0)
+		log_debug("mlock of an adopted region failed: %s", strerror(errno));
+	r->adopted = 1;
+	return 0;
 }
 
 void region_destroy(struct region *r)

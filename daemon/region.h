@@ -13,6 +13,7 @@ struct region {
 	int fd;        /* sealed memfd; closed once handed to the client */
 	uint8_t *map;  /* the daemon's shared mapping */
 	struct cuflag_region_layout layout;
+	int adopted; /* 1: taken over from a client after a daemon restart */
 };
 
 /*
@@ -22,6 +23,15 @@ struct region {
  */
 int region_create(struct region *r, uint32_t nslots, uint32_t queue_cap);
 void region_destroy(struct region *r);
+
+/*
+ * Take over a region a client kept from a daemon that went away: fd must be
+ * a memfd sealed against shrink, grow and further seals, of exactly the size
+ * the layout for nslots and queue_cap has, with a matching header. fd stays
+ * the caller's. 0 or a negative errno with *why for the client.
+ */
+int region_adopt(struct region *r, int fd, uint32_t nslots, uint32_t queue_cap,
+		 const char **why);
 
 /*
  * The daemon page: written by the daemon, sealed with F_SEAL_FUTURE_WRITE

@@ -137,7 +137,7 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 		if (epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, ss->wake_fd, &ev) < 0)
 			log_err("scanner: cannot watch a wake eventfd: %s", strerror(errno));
 		ss->list_idx = sc->nsessions;
-		ss->head_local = 0;
+		/* head_local was set by the main thread: 0 for a new region. */
 		ss->live = 1;
 		sc->sessions[sc->nsessions++] = ss;
 		return 1;
@@ -164,12 +164,18 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 		return 1;
 	case SCAN_ADD_SLOT:
 		s->flag = ss->flags + c->slot;
+		s->persist = ss->states + c->slot;
 		s->efd = c->efd;
-		s->armed = s->signalled = c->start;
+		s->signalled = c->start;
+		s->armed = c->armed;
 		s->pend_idx = SCAN_NOT_PENDING;
 		s->owned = 1;
 		s->retiring = 0;
 		s->sess = ss;
+		s->persist->signalled = s->signalled;
+		s->persist->armed = s->armed;
+		if (s->armed != s->signalled)
+			pending_add(sc, s); /* adopted with arms in flight */
 		return 1;
 	case SCAN_DEL_SLOT:
 		/* Arms the client queued before it freed the slot still count. */
@@ -263,8 +269,10 @@ static void drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 			}
 			continue;
 		}
-		if (cuflag_tl_after(a.target, s->armed))
+		if (cuflag_tl_after(a.target, s->armed)) {
 			s->armed = a.target;
+			s->persist->armed = a.target;
+		}
 		pending_add(sc, s);
 		atomic_fetch_add_explicit(&ss->n_armed, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&sc->armed, 1, memory_order_relaxed);
@@ -310,6 +318,9 @@ static uint64_t scan_pending(struct scanner *sc)
 			atomic_store_explicit(&sc->write_since_ns, 0, memory_order_relaxed);
 			if (w == (ssize_t)sizeof(v)) {
 				s->signalled += due;
+				/* After the write: a crash in between can repeat a count
+				 * after a restart, never lose one. */
+				s->persist->signalled = s->signalled;
 				total += due;
 				atomic_fetch_add_explicit(&sc->wakes, 1, memory_order_relaxed);
 				atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);

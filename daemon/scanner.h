@@ -23,6 +23,9 @@
 /* One slot as the scanner sees it. Owned by the scanner once handed over. */
 struct scan_slot {
 	volatile uint32_t *flag;
+	/* The region's copy of armed/signalled, for a daemon that adopts it
+	 * after a restart; written here, never read back. */
+	volatile struct cuflag_slot_state *persist;
 	int efd;
 	uint32_t armed;     /* highest target armed */
 	uint32_t signalled; /* value up to which completions were written */
@@ -43,7 +46,8 @@ struct scan_session {
 	_Atomic uint32_t *tail;     /* client-written producer index */
 	struct cuflag_arm *queue;
 	volatile uint32_t *flags;   /* in the region, or in the CUDA IPC allocation */
-	uint32_t head_local;        /* the truth of head, private */
+	volatile struct cuflag_slot_state *states; /* in the region */
+	uint32_t head_local;        /* the truth of head, private (set before ADD_SESSION) */
 	uint32_t list_idx;          /* index in the scanner's session list */
 	struct scan_slot *slots;    /* layout.nslots */
 	uint32_t pending;           /* slots of this session in the pending set */
@@ -60,7 +64,7 @@ struct scan_session {
 enum scan_op {
 	SCAN_ADD_SESSION,
 	SCAN_DEL_SESSION,
-	SCAN_ADD_SLOT,   /* slot, start, efd */
+	SCAN_ADD_SLOT,   /* slot, start (signalled), armed, efd */
 	SCAN_DEL_SLOT,   /* slot; handed back once no write can still land */
 	SCAN_SET_EFD,    /* slot, efd; the old one comes back in efd */
 };
@@ -70,6 +74,7 @@ struct scan_cmd {
 	struct scan_session *sess;
 	uint32_t slot;
 	uint32_t start;
+	uint32_t armed;       /* ADD_SLOT: start, or more for a slot adopted after a restart */
 	int efd;
 	uint32_t final_armed; /* DEL_SLOT: the slot's last armed value */
 	void *owner;          /* the main thread's context for the reply */

@@ -17,6 +17,7 @@
 #include "fdpass.h"
 #include "proto.h"
 #include "server.h"
+#include "timeline.h"
 
 /* A freed slot's next timeline starts this far past its last armed value,
  * so a write from the old timeline that lands late reads as "behind". */
@@ -150,6 +151,13 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 		srv->graveyard = s;
 		return;
 	}
+	/* Adopted slots went to the scanner before the held-back ADD_SESSION:
+	 * send that first, so the DEL_SESSION below finds the usual state. */
+	if (s->adopt_cmd) {
+		s->scan->head_local = atomic_load_explicit(s->scan->head, memory_order_relaxed);
+		scanner_submit(srv->sc, s->adopt_cmd);
+		s->adopt_cmd = NULL;
+	}
 	/* The scanner may be reading the region right now: it lets go first. */
 	struct scan_cmd *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -167,8 +175,32 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 /* Requests                                                          */
 /* ---------------------------------------------------------------- */
 
+static int on_adopt(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h,
+		    const uint32_t *ids, uint32_t count, int *fds);
+
+/* Whether fd is an eventfd (and not, say, a pipe that could block us). */
+static int is_eventfd(int fd)
+{
+	char path[64], target[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return 0;
+	target[n] = 0;
+	return !strcmp(target, "anon_inode:[eventfd]");
+}
+
+/*
+ * HELLO (adopt == NULL): a new region and wake eventfd for the client.
+ * RESUME (adopt = { region memfd, wake eventfd } the client kept from a
+ * daemon that went away): check them and take them over; the client then
+ * names its slots with ADOPT.
+ */
 static int on_hello(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h,
-		    const struct cuflag_msg_hello *m)
+		    uint32_t version_min, uint32_t version_max, const int *adopt,
+		    uint32_t adopt_slots)
 {
 	const struct cuflagd_config *cfg = srv->cfg;
 	struct cuflag_msg_hello_reply r;
@@ -177,7 +209,7 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 
 	if (s->hello_done)
 		return -EPROTO;
-	if (m->version_min > CUFLAG_PROTO_VERSION || m->version_max < CUFLAG_PROTO_VERSION) {
+	if (version_min > CUFLAG_PROTO_VERSION || version_max < CUFLAG_PROTO_VERSION) {
 		reply_error(srv, s, h->type, h->req_id, -EPROTONOSUPPORT,
 			    "no protocol version in common");
 		return -EPROTONOSUPPORT;
@@ -189,6 +221,12 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 			same_uid++;
 	if (same_uid >= cfg->max_clients_per_uid)
 		return refuse(srv, s, h, -EUSERS, "max-clients-per-uid reached");
+	if (adopt && cfg->slab != CUFLAG_SLAB_MEMFD)
+		return refuse(srv, s, h, -EOPNOTSUPP, "RESUME needs --slab memfd");
+	if (adopt && !is_eventfd(adopt[1]))
+		return refuse(srv, s, h, -EBADF, "RESUME: the wake fd is not an eventfd");
+	if (adopt && adopt_slots > cfg->slots_per_client)
+		return refuse(srv, s, h, -EINVAL, "RESUME: more slots than slots-per-client");
 
 	s->nslots = cfg->slots_per_client;
 	s->slot_state = calloc(s->nslots, 1);
@@ -204,11 +242,20 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 		s->free_stack[i] = s->nslots - 1 - i;
 	}
 	s->nfree = s->nslots;
-	rc = region_create(&s->region, s->nslots, cfg->queue_size);
-	if (rc) {
-		slog(LOG_ERR, s, "cannot create a region: %s", strerror(-rc));
-		free_slots(s);
-		return reply_error(srv, s, h->type, h->req_id, rc, "cannot create a region");
+	if (adopt) {
+		const char *why = "cannot adopt the region";
+		rc = region_adopt(&s->region, adopt[0], s->nslots, cfg->queue_size, &why);
+		if (rc) {
+			free_slots(s);
+			return refuse(srv, s, h, rc, why);
+		}
+	} else {
+		rc = region_create(&s->region, s->nslots, cfg->queue_size);
+		if (rc) {
+			slog(LOG_ERR, s, "cannot create a region: %s", strerror(-rc));
+			free_slots(s);
+			return reply_error(srv, s, h->type, h->req_id, rc, "cannot create a region");
+		}
 	}
 	s->flags = (volatile uint32_t *)(s->region.map + s->region.layout.flags_off);
 	if (cfg->slab == CUFLAG_SLAB_CUDA_IPC) {
@@ -217,7 +264,17 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 			goto undo;
 		s->flags = (volatile uint32_t *)(uintptr_t)s->ipc.va;
 	}
-	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (adopt) {
+		/* The scanner reads it when it wakes: never let it block. */
+		int fl = fcntl(adopt[1], F_GETFL);
+		s->wake_fd = fcntl(adopt[1], F_DUPFD_CLOEXEC, 0);
+		if (s->wake_fd < 0 || fl < 0 || fcntl(s->wake_fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+			rc = -errno;
+			goto undo;
+		}
+	} else {
+		s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	}
 	if (s->wake_fd < 0) {
 		rc = -errno;
 		goto undo;
@@ -230,6 +287,8 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 	ss->tail = (_Atomic uint32_t *)(ss->base + ss->layout.tail_off);
 	ss->queue = (struct cuflag_arm *)(ss->base + ss->layout.queue_off);
 	ss->flags = s->flags;
+	ss->states = (volatile struct cuflag_slot_state *)(s->region.map +
+							   s->region.layout.state_off);
 	ss->wake_fd = s->wake_fd;
 	ss->slots = (struct scan_slot *)(ss + 1);
 	for (uint32_t i = 0; i < s->nslots; i++) {
@@ -249,6 +308,7 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 	r.head_off = s->region.layout.head_off;
 	r.tail_off = s->region.layout.tail_off;
 	r.queue_off = s->region.layout.queue_off;
+	r.state_off = s->region.layout.state_off;
 	r.flags_off = s->region.layout.flags_off;
 	r.page_size = (uint32_t)srv->dp.size;
 	r.client_id = s->id;
@@ -257,18 +317,28 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 	fds[2] = s->wake_fd;
 	fds[3] = s->ipc.fd;
 
-	/* The scanner learns of the region before the client can arm in it. */
+	/* The scanner learns of the region before the client can arm in it;
+	 * an adopted one, once its slots are back (see on_adopt). */
 	struct scan_cmd *c = calloc(1, sizeof(*c));
 	if (!c)
 		goto nomem_undo;
 	c->op = SCAN_ADD_SESSION;
 	c->sess = ss;
 	c->owner = s;
-	scanner_submit(srv->sc, c);
+	s->adopt_left = adopt ? adopt_slots : 0;
+	if (adopt)
+		ss->head_local = atomic_load_explicit(ss->head, memory_order_relaxed);
+	if (s->adopt_left)
+		s->adopt_cmd = c;
+	else
+		scanner_submit(srv->sc, c);
 	s->hello_done = 1;
 	srv->nregions++;
-	rc = server_reply(s, h->type, h->req_id, 0, &r, sizeof(r), fds,
-			  cfg->slab == CUFLAG_SLAB_CUDA_IPC ? 4 : 3);
+	if (adopt)
+		rc = server_reply(s, h->type, h->req_id, 0, &r, sizeof(r), &srv->dp.fd, 1);
+	else
+		rc = server_reply(s, h->type, h->req_id, 0, &r, sizeof(r), fds,
+				  cfg->slab == CUFLAG_SLAB_CUDA_IPC ? 4 : 3);
 	/* The client holds the region now; the daemon keeps only its mapping. */
 	close(s->region.fd);
 	s->region.fd = -1;
@@ -278,8 +348,8 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 	}
 	if (rc)
 		return rc;
-	slog(LOG_INFO, s, "connected: %u slots, region %llu bytes", s->nslots,
-	     (unsigned long long)s->region.layout.size);
+	slog(LOG_INFO, s, "%s: %u slots, region %llu bytes", adopt ? "resumed" : "connected",
+	     s->nslots, (unsigned long long)s->region.layout.size);
 	return 0;
 
 nomem_undo:
@@ -367,6 +437,7 @@ static int on_alloc(struct server *srv, struct session *s, const struct cuflag_m
 		cmds[i]->sess = s->scan;
 		cmds[i]->slot = id;
 		cmds[i]->start = start;
+		cmds[i]->armed = start;
 		cmds[i]->efd = fds[i];
 		cmds[i]->owner = s;
 		scanner_submit(srv->sc, cmds[i]);
@@ -376,6 +447,85 @@ static int on_alloc(struct server *srv, struct session *s, const struct cuflag_m
 	r.count = n;
 	return server_reply(s, h->type, h->req_id, 0, &r,
 			    (uint32_t)(8 + n * sizeof(struct cuflag_slot_grant)), fds, n);
+}
+
+/* Take id out of the free stack (ADOPT names ids in no particular order). */
+static void unfree(struct session *s, uint32_t id)
+{
+	for (uint32_t k = 0; k < s->nfree; k++)
+		if (s->free_stack[k] == id) {
+			s->free_stack[k] = s->free_stack[--s->nfree];
+			return;
+		}
+}
+
+/*
+ * After RESUME: the client names the slots it held, each with its eventfd.
+ * What the old daemon had taken from the queue and signalled is read back
+ * from the region (once, and only ever trusted for this client's counts), so
+ * completions that landed while no daemon ran are signalled now.
+ */
+static int on_adopt(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h,
+		    const uint32_t *ids, uint32_t count, int *fds)
+{
+	struct scan_cmd *cmds[CUFLAG_BATCH_MAX];
+
+	if (!s->region.adopted || count > s->adopt_left)
+		return refuse(srv, s, h, -EINVAL, "ADOPT without RESUME, or more than it announced");
+	for (uint32_t i = 0; i < count; i++) {
+		int fl;
+		if (ids[i] >= s->nslots || s->slot_state[ids[i]] != SLOT_FREE)
+			return refuse(srv, s, h, -EINVAL, "ADOPT names a slot out of range or twice");
+		for (uint32_t j = 0; j < i; j++)
+			if (ids[j] == ids[i])
+				return refuse(srv, s, h, -EINVAL, "ADOPT names a slot twice");
+		if (!is_eventfd(fds[i]))
+			return refuse(srv, s, h, -EBADF, "ADOPT: an fd is not an eventfd");
+		fl = fcntl(fds[i], F_GETFL);
+		if (fl < 0 || fcntl(fds[i], F_SETFL, fl | O_NONBLOCK) < 0)
+			return refuse(srv, s, h, -EBADF, "ADOPT: cannot make an eventfd non-blocking");
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		cmds[i] = calloc(1, sizeof(*cmds[i]));
+		if (!cmds[i]) {
+			while (i--)
+				free(cmds[i]);
+			return refuse(srv, s, h, -ENOMEM, "out of memory");
+		}
+	}
+	const volatile struct cuflag_slot_state *st =
+		(const volatile struct cuflag_slot_state *)(s->region.map +
+							    s->region.layout.state_off);
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t id = ids[i];
+		uint32_t sig = st[id].signalled, armed = st[id].armed;
+		/* Read once; an armed value behind the signalled one is noise. */
+		if (!cuflag_tl_after(armed, sig))
+			armed = sig;
+		unfree(s, id);
+		s->slot_state[id] = SLOT_LIVE;
+		s->slot_efd[id] = fds[i];
+		fds[i] = -1; /* the slot's now */
+		s->nlive++;
+		cmds[i]->op = SCAN_ADD_SLOT;
+		cmds[i]->sess = s->scan;
+		cmds[i]->slot = id;
+		cmds[i]->start = sig;
+		cmds[i]->armed = armed;
+		cmds[i]->efd = s->slot_efd[id];
+		cmds[i]->owner = s;
+		scanner_submit(srv->sc, cmds[i]);
+	}
+	s->adopt_left -= count;
+	if (!s->adopt_left) {
+		/* Every slot is back: now the scanner may read the queue, from
+		 * where the daemon before us stopped (read once; checked against
+		 * the tail like any value the client could have written). */
+		s->scan->head_local = atomic_load_explicit(s->scan->head, memory_order_relaxed);
+		scanner_submit(srv->sc, s->adopt_cmd);
+		s->adopt_cmd = NULL;
+	}
+	return server_reply(s, h->type, h->req_id, 0, NULL, 0, NULL, 0);
 }
 
 static int on_free(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h,
@@ -403,20 +553,6 @@ static int on_free(struct server *srv, struct session *s, const struct cuflag_ms
 		scanner_submit(srv->sc, c);
 	}
 	return server_reply(s, h->type, h->req_id, 0, NULL, 0, NULL, 0);
-}
-
-/* Whether fd is an eventfd (and not, say, a pipe that could block us). */
-static int is_eventfd(int fd)
-{
-	char path[64], target[64];
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	n = readlink(path, target, sizeof(target) - 1);
-	if (n < 0)
-		return 0;
-	target[n] = 0;
-	return !strcmp(target, "anon_inode:[eventfd]");
 }
 
 static int on_bind(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h,
@@ -547,8 +683,8 @@ static int serve(struct server *srv, struct session *s, const uint8_t *buf, size
 	memcpy(&h, buf, sizeof(h));
 	if (!rate_ok(srv, s)) {
 		rc = refuse(srv, s, &h, -EBUSY, "msg-rate reached");
-	} else if (!s->hello_done && h.type != CUFLAG_MSG_HELLO && h.type != CUFLAG_MSG_STATS &&
-	    h.type != CUFLAG_MSG_CLIENTS) {
+	} else if (!s->hello_done && h.type != CUFLAG_MSG_HELLO && h.type != CUFLAG_MSG_RESUME &&
+		   h.type != CUFLAG_MSG_STATS && h.type != CUFLAG_MSG_CLIENTS) {
 		why = "request before HELLO";
 		rc = -EPROTO;
 	} else {
@@ -556,11 +692,31 @@ static int serve(struct server *srv, struct session *s, const uint8_t *buf, size
 		case CUFLAG_MSG_HELLO: {
 			struct cuflag_msg_hello m;
 			memcpy(&m, body, sizeof(m));
-			rc = on_hello(srv, s, &h, &m);
+			rc = on_hello(srv, s, &h, m.version_min, m.version_max, NULL, 0);
 			if (rc == -EPROTO)
 				why = "second HELLO";
 			else if (rc == -EPROTONOSUPPORT)
 				why = "no protocol version in common";
+			break;
+		}
+		case CUFLAG_MSG_RESUME: {
+			struct cuflag_msg_resume m;
+			memcpy(&m, body, sizeof(m));
+			rc = on_hello(srv, s, &h, m.version_min, m.version_max, fds, m.slots);
+			if (rc == -EPROTO)
+				why = "RESUME after HELLO";
+			else if (rc == -EPROTONOSUPPORT)
+				why = "no protocol version in common";
+			else if (!rc && s->hello_done)
+				slog(LOG_NOTICE, s, "took over its region from daemon epoch %016llx",
+				     (unsigned long long)m.epoch);
+			break;
+		}
+		case CUFLAG_MSG_ADOPT: {
+			uint32_t ids[CUFLAG_BATCH_MAX], count;
+			memcpy(&count, body, 4);
+			memcpy(ids, body + 8, (size_t)count * 4);
+			rc = on_adopt(srv, s, &h, ids, count, fds);
 			break;
 		}
 		case CUFLAG_MSG_ALLOC: {
@@ -611,8 +767,9 @@ int session_on_readable(struct server *srv, struct session *s)
 
 	for (int k = 0; k < MAX_MSGS_PER_WAKE && !s->dead && !s->parked; k++) {
 		unsigned nfds = 0;
-		/* Only BIND carries an fd; allow one so that more is MSG_CTRUNC. */
-		ssize_t n = cuflag_recv_msg(s->fd, buf, sizeof(buf), fds, 1, &nfds, MSG_DONTWAIT);
+		/* ADOPT carries the most fds; more than that is MSG_CTRUNC. */
+		ssize_t n = cuflag_recv_msg(s->fd, buf, sizeof(buf), fds, CUFLAG_BATCH_MAX, &nfds,
+					    MSG_DONTWAIT);
 
 		if (n == -EAGAIN)
 			return 0;

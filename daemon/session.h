@@ -50,6 +50,8 @@ struct session {
 	uint32_t nfree;
 	uint32_t nlive;
 	uint32_t nretiring;
+	uint32_t adopt_left; /* after RESUME: slots still to come in ADOPTs */
+	struct scan_cmd *adopt_cmd; /* the ADD_SESSION held back until then */
 
 	/* An ALLOC waiting for freed slots to come back from the scanner (a
 	 * client that frees and allocates at once must not see -ENOSPC). While

@@ -37,6 +37,8 @@ enum cuflag_msg_type {
 	CUFLAG_MSG_BIND = 4,    /* replace a slot's eventfd with one the client sends */
 	CUFLAG_MSG_STATS = 5,   /* daemon-wide counters */
 	CUFLAG_MSG_CLIENTS = 6, /* admin: one reply per client, then an empty end */
+	CUFLAG_MSG_RESUME = 7,  /* instead of HELLO: adopt the region of a daemon that restarted */
+	CUFLAG_MSG_ADOPT = 8,   /* after RESUME: slot ids with their eventfds */
 	CUFLAG_MSG_TYPE_END,
 };
 /* A reply has the request's type with this bit set and echoes its id. */
@@ -96,8 +98,10 @@ struct cuflag_msg_hello_reply {
 	uint32_t page_size;    /* bytes of the daemon page */
 	uint32_t client_id;    /* the daemon's name for this connection */
 	uint64_t flags_size;   /* CUDA_IPC: bytes of the flags allocation; else 0 */
+	uint32_t state_off;    /* struct cuflag_slot_state[nslots], daemon-written */
+	uint32_t reserved;
 };
-_Static_assert(sizeof(struct cuflag_msg_hello_reply) == 64, "hello reply size");
+_Static_assert(sizeof(struct cuflag_msg_hello_reply) == 72, "hello reply size");
 _Static_assert(offsetof(struct cuflag_msg_hello_reply, flags_size) == 56, "hr flags size");
 _Static_assert(offsetof(struct cuflag_msg_hello_reply, region_size) == 16, "hr size");
 _Static_assert(offsetof(struct cuflag_msg_hello_reply, flags_off) == 44, "hr flags");
@@ -137,6 +141,31 @@ struct cuflag_msg_bind {
 	uint32_t reserved;
 };
 _Static_assert(sizeof(struct cuflag_msg_bind) == 8, "bind size");
+
+/*
+ * RESUME: the first message of a connection made after the daemon went away.
+ * fds: [0] the region memfd the client kept, [1] its wake eventfd. The
+ * daemon checks the memfd (seals, size, the layout its own settings give)
+ * and adopts it; the reply is a HELLO reply with one fd, the daemon page.
+ * The daemon reads the arm queue only once every slot is adopted: an arm
+ * queued while no daemon ran must find its slot.
+ */
+struct cuflag_msg_resume {
+	uint32_t version_min;
+	uint32_t version_max;
+	uint32_t flags;    /* must be 0 */
+	uint32_t slots;    /* how many slots the ADOPTs that follow will name */
+	uint64_t epoch;    /* of the daemon the region came from */
+};
+_Static_assert(sizeof(struct cuflag_msg_resume) == 24, "resume size");
+
+/* ADOPT: count ids (1..CUFLAG_BATCH_MAX) and as many eventfds, in order. */
+struct cuflag_msg_adopt {
+	uint32_t count;
+	uint32_t reserved;
+	uint32_t ids[CUFLAG_BATCH_MAX];
+};
+_Static_assert(offsetof(struct cuflag_msg_adopt, ids) == 8, "adopt ids");
 
 /* Reply to STATS. */
 struct cuflag_msg_stats_reply {
@@ -197,10 +226,23 @@ struct cuflag_region_hdr {
 	uint32_t queue_off;
 	uint32_t flags_off;
 	uint64_t region_size;
-	uint8_t reserved[CUFLAG_CACHELINE - 40];
+	uint32_t state_off;
+	uint8_t reserved[CUFLAG_CACHELINE - 44];
 };
 _Static_assert(sizeof(struct cuflag_region_hdr) == CUFLAG_CACHELINE, "region hdr");
 _Static_assert(offsetof(struct cuflag_region_hdr, region_size) == 32, "region size off");
+
+/*
+ * Per slot, written by the daemon only: what it has taken from the arm queue
+ * and what it has signalled. A daemon that restarts and adopts the region
+ * continues from here, so no completion is lost across the restart. (The
+ * client can scribble on it, and then only confuses its own counts.)
+ */
+struct cuflag_slot_state {
+	uint32_t armed;
+	uint32_t signalled;
+};
+_Static_assert(sizeof(struct cuflag_slot_state) == 8, "slot state size");
 
 /* One arm: the client asks to be told when slot's flag reaches target. */
 struct cuflag_arm {
@@ -212,7 +254,8 @@ _Static_assert(sizeof(struct cuflag_arm) == 8, "arm size");
 /*
  * Layout v1: header line, daemon-written head on its own line, client-written
  * tail on its own line (no false sharing between the two writers), the queue,
- * then the flags from a page boundary so the client registers exactly them.
+ * the daemon-written slot states from a cache line, then the flags from a
+ * page boundary so the client registers exactly them.
  */
 #define CUFLAG_REGION_HEAD_OFF (1u * CUFLAG_CACHELINE)
 #define CUFLAG_REGION_TAIL_OFF (2u * CUFLAG_CACHELINE)

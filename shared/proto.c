@@ -100,6 +100,35 @@ int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char 
 		if (blen || nfds)
 			FAIL(-EBADMSG, "query with a body or fds");
 		return 0;
+	case CUFLAG_MSG_RESUME: {
+		struct cuflag_msg_resume m;
+		if (blen != sizeof(m))
+			FAIL(-EBADMSG, "RESUME: bad length");
+		if (nfds != 2)
+			FAIL(-EBADMSG, "RESUME: needs the region and the wake eventfd");
+		memcpy(&m, body, sizeof(m));
+		if (m.flags)
+			FAIL(-EINVAL, "RESUME: reserved fields not zero");
+		if (m.version_min > m.version_max)
+			FAIL(-EINVAL, "RESUME: version range empty");
+		return 0;
+	}
+	case CUFLAG_MSG_ADOPT: {
+		uint32_t count, reserved;
+		if (blen < 8)
+			FAIL(-EBADMSG, "ADOPT: too short");
+		memcpy(&count, body, 4);
+		memcpy(&reserved, body + 4, 4);
+		if (reserved)
+			FAIL(-EINVAL, "ADOPT: reserved field not zero");
+		if (count < 1 || count > CUFLAG_BATCH_MAX)
+			FAIL(-EINVAL, "ADOPT: count out of range");
+		if ((uint64_t)blen != 8u + (uint64_t)count * 4u)
+			FAIL(-EBADMSG, "ADOPT: length does not match count");
+		if (nfds != count)
+			FAIL(-EBADMSG, "ADOPT: one eventfd per slot");
+		return 0;
+	}
 	default:
 		FAIL(-EPROTO, "unknown message type");
 	}
@@ -148,8 +177,15 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 			FAIL(-EBADMSG, "ALLOC reply: count, length and fds disagree");
 		return 0;
 	}
+	case CUFLAG_MSG_RESUME: {
+		struct cuflag_msg_hello_reply rr;
+		if (blen != sizeof(rr) || nfds != 1)
+			FAIL(-EBADMSG, "RESUME reply: bad length or fds");
+		return 0;
+	}
 	case CUFLAG_MSG_FREE:
 	case CUFLAG_MSG_BIND:
+	case CUFLAG_MSG_ADOPT:
 		if (blen || nfds)
 			FAIL(-EBADMSG, "reply with an unexpected body");
 		return 0;
@@ -179,7 +215,7 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 int cuflag_region_layout_make(struct cuflag_region_layout *l, uint32_t nslots,
 			      uint32_t queue_cap, uint32_t page_size)
 {
-	uint64_t qend, fend;
+	uint64_t qend, send, fend;
 
 	if (!nslots || !is_pow2(queue_cap) || !is_pow2(page_size) || nslots > (1u << 24) ||
 	    queue_cap > (1u << 20))
@@ -190,7 +226,9 @@ int cuflag_region_layout_make(struct cuflag_region_layout *l, uint32_t nslots,
 	l->head_off = CUFLAG_REGION_HEAD_OFF;
 	l->tail_off = CUFLAG_REGION_TAIL_OFF;
 	l->queue_off = CUFLAG_REGION_QUEUE_OFF;
-	l->flags_off = (uint32_t)round_up(qend, page_size);
+	l->state_off = (uint32_t)round_up(qend, CUFLAG_CACHELINE);
+	send = l->state_off + (uint64_t)nslots * sizeof(struct cuflag_slot_state);
+	l->flags_off = (uint32_t)round_up(send, page_size);
 	fend = l->flags_off + (uint64_t)nslots * sizeof(uint32_t);
 	l->size = round_up(fend, page_size);
 	return 0;
@@ -213,6 +251,7 @@ int cuflag_region_layout_check(const struct cuflag_region_layout *l, uint64_t ma
 {
 	uint64_t qlen = (uint64_t)l->queue_cap * sizeof(struct cuflag_arm);
 	uint64_t flen = (uint64_t)l->nslots * sizeof(uint32_t);
+	uint64_t slen = (uint64_t)l->nslots * sizeof(struct cuflag_slot_state);
 
 	if (l->size != mapped_size)
 		FAIL(-EINVAL, "region size differs from the memory behind it");
@@ -221,20 +260,26 @@ int cuflag_region_layout_check(const struct cuflag_region_layout *l, uint64_t ma
 	if (!l->nslots || !is_pow2(l->queue_cap))
 		FAIL(-EINVAL, "region with no slots or a queue not a power of two");
 	if (l->head_off % CUFLAG_CACHELINE || l->tail_off % CUFLAG_CACHELINE ||
-	    l->queue_off % sizeof(struct cuflag_arm) || l->flags_off % page_size)
+	    l->queue_off % sizeof(struct cuflag_arm) || l->state_off % CUFLAG_CACHELINE ||
+	    l->flags_off % page_size)
 		FAIL(-EINVAL, "region part misaligned");
 	if (!inside(l->head_off, 4, l->size) || !inside(l->tail_off, 4, l->size) ||
-	    !inside(l->queue_off, qlen, l->size) || !inside(l->flags_off, flen, l->size))
+	    !inside(l->queue_off, qlen, l->size) || !inside(l->flags_off, flen, l->size) ||
+	    !inside(l->state_off, slen, l->size))
 		FAIL(-EINVAL, "region part outside the region");
 	if (l->head_off < sizeof(struct cuflag_region_hdr) ||
 	    l->tail_off < sizeof(struct cuflag_region_hdr) ||
 	    l->queue_off < sizeof(struct cuflag_region_hdr) ||
+	    l->state_off < sizeof(struct cuflag_region_hdr) ||
 	    l->flags_off < sizeof(struct cuflag_region_hdr))
 		FAIL(-EINVAL, "region part over the header");
 	if (!apart(l->head_off, CUFLAG_CACHELINE, l->tail_off, CUFLAG_CACHELINE) ||
 	    !apart(l->head_off, 4, l->queue_off, qlen) || !apart(l->tail_off, 4, l->queue_off, qlen) ||
 	    !apart(l->queue_off, qlen, l->flags_off, flen) ||
-	    !apart(l->head_off, 4, l->flags_off, flen) || !apart(l->tail_off, 4, l->flags_off, flen))
+	    !apart(l->head_off, 4, l->flags_off, flen) || !apart(l->tail_off, 4, l->flags_off, flen) ||
+	    !apart(l->state_off, slen, l->flags_off, flen) ||
+	    !apart(l->state_off, slen, l->queue_off, qlen) ||
+	    !apart(l->state_off, slen, l->head_off, 4) || !apart(l->state_off, slen, l->tail_off, 4))
 		FAIL(-EINVAL, "region parts overlap");
 	return 0;
 }

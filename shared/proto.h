@@ -31,6 +31,7 @@ struct cuflag_region_layout {
 	uint32_t head_off;
 	uint32_t tail_off;
 	uint32_t queue_off;
+	uint32_t state_off; /* struct cuflag_slot_state[nslots], daemon-written */
 	uint32_t flags_off;
 	uint64_t size;
 };

@@ -33,7 +33,25 @@ static int can_connect(const char *path)
 	return ok;
 }
 
+static void start_in(struct daemon_proc *d, int capture_log, const char *const *extra_args);
+
 void daemon_start(struct daemon_proc *d, int capture_log, const char *const *extra_args)
+{
+	snprintf(d->dir, sizeof(d->dir), "/tmp/cuflag-test-XXXXXX");
+	CHECK(mkdtemp(d->dir) != NULL);
+	snprintf(d->sock, sizeof(d->sock), "%s/cuflagd.sock", d->dir);
+	start_in(d, capture_log, extra_args);
+}
+
+void daemon_start_at(struct daemon_proc *d, const char *dir, const char *sock, int capture_log,
+		     const char *const *extra_args)
+{
+	snprintf(d->dir, sizeof(d->dir), "%s", dir);
+	snprintf(d->sock, sizeof(d->sock), "%s", sock);
+	start_in(d, capture_log, extra_args);
+}
+
+static void start_in(struct daemon_proc *d, int capture_log, const char *const *extra_args)
 {
 	const char *bin = getenv("CUFLAGD");
 	const char *argv[64];
@@ -41,9 +59,6 @@ void daemon_start(struct daemon_proc *d, int capture_log, const char *const *ext
 
 	if (!bin)
 		bin = "cuflagd";
-	snprintf(d->dir, sizeof(d->dir), "/tmp/cuflag-test-XXXXXX");
-	CHECK(mkdtemp(d->dir) != NULL);
-	snprintf(d->sock, sizeof(d->sock), "%s/cuflagd.sock", d->dir);
 	argv[n++] = bin;
 	argv[n++] = "--socket";
 	argv[n++] = d->sock;
@@ -80,6 +95,18 @@ void daemon_start(struct daemon_proc *d, int capture_log, const char *const *ext
 	}
 	fprintf(stderr, "cuflagd did not become ready\n");
 	abort();
+}
+
+int daemon_stop_keep_dir(struct daemon_proc *d)
+{
+	int st = 0;
+
+	kill(d->pid, SIGTERM);
+	CHECK(waitpid(d->pid, &st, 0) == d->pid);
+	if (d->log_fd >= 0)
+		close(d->log_fd);
+	d->log_fd = -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 int daemon_stop(struct daemon_proc *d)

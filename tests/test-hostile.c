@@ -655,7 +655,9 @@ static void test_malformed(void)
 		m.h.nfds = 1;
 		expect_refused("ALLOC with an fd", hello_first, &m, &efd, 1, -EBADMSG, DROPS);
 
-		/* More fds than any message may carry: truncated control data. */
+		/* More fds than BIND takes (up to what an ADOPT may carry, so they
+		 * all arrive and the check of the request refuses them; more than
+		 * that is truncated control data, covered in test-proto). */
 		unsigned many[] = { 2, 3, 16, CUFLAG_MSG_MAX_FDS };
 		for (unsigned i = 0; i < 4; i++) {
 			char name[64];
@@ -663,11 +665,11 @@ static void test_malformed(void)
 			m.h.nfds = (uint16_t)many[i];
 			snprintf(name, sizeof(name), "BIND with %u fds", many[i]);
 			expect_refused_bytes(name, hello_first, msg_bytes(&m), sizeof(m.h) + m.blen,
-					     efds, many[i], -EBADMSG, 0, DROPS);
+					     efds, many[i], -EBADMSG, CUFLAG_MSG_BIND, DROPS);
 		}
 
-		/* Longer than any message may be; with fds as well, the truncated
-		 * control data is what the reply names. */
+		/* Longer than any message may be, with and without fds (which are
+		 * closed unread). */
 		msg_init(&m, CUFLAG_MSG_STATS, NULL, 0);
 		m.blen = CUFLAG_MSG_MAX + 1 - sizeof(m.h);
 		memset(m.body, 0, m.blen);
@@ -678,7 +680,7 @@ static void test_malformed(void)
 		m.h.len = (uint32_t)(sizeof(m.h) + m.blen);
 		m.h.nfds = 3;
 		expect_refused_bytes("60000 bytes and 3 fds", hello_first, msg_bytes(&m),
-				     sizeof(m.h) + m.blen, efds, 3, -EBADMSG, 0, DROPS);
+				     sizeof(m.h) + m.blen, efds, 3, -EMSGSIZE, 0, DROPS);
 	}
 	close(efd);
 }

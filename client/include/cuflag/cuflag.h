@@ -172,6 +172,26 @@ CUFLAG_API int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd);
 CUFLAG_API int cuflag_client_fd(const cuflag_client *c);
 
 /**
+ * cuflag_reconnect() - after the daemon restarted, carry on where it stopped.
+ * Connects to the same socket and hands the new daemon this client's region
+ * and every slot's eventfd; the new daemon continues from what the old one
+ * had taken and signalled (kept in the region), so completions that landed
+ * meanwhile are signalled and arms queued meanwhile are taken. Slots keep
+ * their ids, flags and eventfds: an event loop's registrations stay valid.
+ * Call it once cuflag_client_fd() reports the hang-up, and again while it
+ * returns -ECONNREFUSED or -ENOENT (the daemon is not back yet). No other
+ * call on c may run at the same time. A daemon killed in the middle of
+ * signalling a slot may count that signal again after the restart; a clean
+ * restart (SIGTERM, systemctl restart) counts every completion once.
+ * Return: 0, or -ECONNREFUSED / -ENOENT (no daemon listening yet), -EOPNOTSUPP
+ * (the daemon runs --slab cuda-ipc, whose regions cannot be handed back),
+ * -EINVAL (the new daemon's settings give another region layout), -EPROTO
+ * (the daemon answered with another layout), -EUSERS, -EBUSY, -ENOMEM,
+ * -ETIMEDOUT, -EBADMSG.
+ */
+CUFLAG_API int cuflag_reconnect(cuflag_client *c);
+
+/**
  * cuflag_client_epoch() - the daemon's epoch: it changes at every daemon start.
  */
 CUFLAG_API uint64_t cuflag_client_epoch(const cuflag_client *c);
