@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -121,11 +122,142 @@ static void scenario(int kill_it)
 	       kill_it ? "SIGKILL" : "SIGTERM");
 }
 
+/* ---- what the new daemon must refuse ---- */
+
+struct fdwant {
+	const struct daemon_proc *d;
+	int fds;
+};
+
+static int fds_are(void *arg)
+{
+	struct fdwant *w = arg;
+	return daemon_fd_count(w->d) == w->fds;
+}
+
+static int wait_until_fds(const struct daemon_proc *d, int fds)
+{
+	struct fdwant w = { d, fds };
+	return wait_until(fds_are, &w, 5000);
+}
+
+static int raw_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	return fd;
+}
+
+/* Send one request, return the reply's status; received fds go to fds. */
+static int raw_request(int sock, uint16_t type, const void *body, uint32_t blen, const int *sfds,
+		       unsigned snfds, int *fds, unsigned max_fds, void *out, size_t out_len)
+{
+	static uint32_t id;
+	uint8_t buf[CUFLAG_MSG_MAX];
+	struct cuflag_msg_hdr h;
+	const char *why;
+	unsigned nfds = 0;
+	ssize_t n;
+
+	cuflag_hdr_init(&h, type, (uint32_t)sizeof(h) + blen, ++id, 0, (uint16_t)snfds);
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), body, blen);
+	CHECK_RC(cuflag_send_msg(sock, buf, sizeof(h) + blen, sfds, snfds, 0));
+	n = cuflag_recv_msg(sock, buf, sizeof(buf), fds, max_fds, &nfds, 0);
+	CHECK(n > 0);
+	CHECK_RC(cuflag_reply_check(buf, (size_t)n, nfds, type, id, &why));
+	memcpy(&h, buf, sizeof(h));
+	if (out && h.status == 0)
+		memcpy(out, buf + sizeof(h), out_len);
+	return h.status;
+}
+
+static int resume_with(int sock, int region, int wake, uint32_t slots)
+{
+	struct cuflag_msg_resume m = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION,
+				       .slots = slots };
+	int give[2] = { region, wake }, got = -1;
+	int rc = raw_request(sock, CUFLAG_MSG_RESUME, &m, sizeof(m), give, 2, &got, 1, NULL, 0);
+
+	if (got >= 0)
+		close(got);
+	return rc;
+}
+
+static void test_refusals(void)
+{
+	const char *args[] = { "--slots-per-client", "16", NULL };
+	struct cuflag_msg_hello hello = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
+	struct cuflag_msg_hello_reply hr;
+	struct cuflag_msg_alloc al = { .count = 1 };
+	struct daemon_proc a, b;
+	int fds[4], p[2], sock, efd, base, memfd, region, rc;
+
+	daemon_start(&a, 0, args);
+	/* A real region to offer: HELLO by hand, keep what comes back. */
+	sock = raw_connect(a.sock);
+	CHECK(raw_request(sock, CUFLAG_MSG_HELLO, &hello, sizeof(hello), NULL, 0, fds, 3, &hr,
+			  sizeof(hr)) == 0);
+	region = fds[0];
+	close(fds[1]);
+	efd = fds[2];
+	{
+		uint8_t rep[CUFLAG_MSG_MAX];
+		int sfd = -1;
+		CHECK(raw_request(sock, CUFLAG_MSG_ALLOC, &al, sizeof(al), NULL, 0, &sfd, 1, rep,
+				  sizeof(rep) - 16) == 0);
+		close(sfd);
+	}
+	close(sock);
+	CHECK(daemon_stop_keep_dir(&a) == 0);
+
+	daemon_start_at(&b, a.dir, a.sock, 0, args);
+	base = daemon_fd_count(&b);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	memfd = memfd_create("not-sealed", MFD_CLOEXEC);
+	CHECK(memfd >= 0 && ftruncate(memfd, (off_t)hr.region_size) == 0);
+
+	sock = raw_connect(b.sock);
+	CHECK(resume_with(sock, p[0], efd, 0) == -EINVAL);       /* a pipe */
+	CHECK(resume_with(sock, memfd, efd, 0) == -EINVAL);      /* not sealed */
+	CHECK(resume_with(sock, region, p[1], 0) == -EBADF);     /* wake not an eventfd */
+	CHECK(resume_with(sock, region, efd, 17) == -EINVAL);    /* more slots than it has */
+	CHECK(resume_with(sock, region, efd, 2) == 0);           /* this one is right */
+	{
+		struct cuflag_msg_adopt ad = { .count = 1, .ids = { 99 } };
+		int e2 = eventfd(0, EFD_CLOEXEC);
+		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &e2, 1, NULL, 0, NULL, 0) ==
+		      -EINVAL); /* out of range */
+		ad.ids[0] = 0;
+		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &p[0], 1, NULL, 0, NULL, 0) ==
+		      -EBADF); /* not an eventfd */
+		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &e2, 1, NULL, 0, NULL, 0) == 0);
+		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &e2, 1, NULL, 0, NULL, 0) ==
+		      -EINVAL); /* twice */
+		close(e2);
+	}
+	rc = resume_with(sock, region, efd, 0); /* a second RESUME is a protocol error */
+	CHECK(rc == -EPROTO);
+	close(sock);
+	close(p[0]);
+	close(p[1]);
+	close(memfd);
+	close(region);
+	close(efd);
+	CHECK(wait_until_fds(&b, base));
+	CHECK(daemon_stop(&b) == 0);
+	printf("restart: a pipe, an unsealed memfd, a wrong wake fd, bad ADOPTs refused\n");
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
 	scenario(0);
 	scenario(1);
+	test_refusals();
 	printf("restart: ok\n");
 	return 0;
 }
