@@ -3,10 +3,13 @@
 
 import ctypes
 import os
+import select
 import weakref
 
 from . import _lib
 from .slot import Slot
+
+_POLL_HANGUP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
 
 
 class _Connection:
@@ -51,6 +54,9 @@ class Client:
         ptr = _lib.client_p()
         _lib.check(lib.cuflag_connect(path, ctypes.byref(ptr)))
         self._conn = _Connection(ptr)
+        self._fd = lib.cuflag_client_fd(ptr)
+        self._gone = False  # the daemon hung up: it never comes back
+        self._hangup_watches = {}  # event loop -> its reader of the fd
         # Slots are freed by the library when the client goes: keep track
         # of them so that none is used after that.
         self._slots = weakref.WeakSet()
@@ -64,6 +70,31 @@ class Client:
     @property
     def closed(self):
         return self._conn.ptr is None
+
+    @property
+    def fd(self):
+        """The connection to the daemon, for an event loop to learn that
+        the daemon went away: poll it for POLLRDHUP (EPOLLRDHUP), or for
+        readability, which the hang-up brings. Never read or write it, nor
+        close it: it stays owned by the client. Slot flags keep working
+        without the daemon, but no eventfd is signalled any more;
+        Slot.wait() and Slot.wait_async() then look at the flag itself."""
+        self._handle()
+        return self._fd
+
+    @property
+    def daemon_gone(self):
+        """Whether the daemon has hung up this connection (found by a poll
+        that never reads it). A daemon started again needs a new Client."""
+        self._handle()
+        return self._check_hangup()
+
+    def _check_hangup(self):
+        if not self._gone and self._conn.ptr is not None:
+            p = select.poll()
+            p.register(self._fd, select.POLLRDHUP)
+            self._gone = any(ev & _POLL_HANGUP for _, ev in p.poll(0))
+        return self._gone
 
     @property
     def epoch(self):
@@ -92,6 +123,8 @@ class Client:
         unusable afterwards. Closing twice is harmless."""
         for slot in list(self._slots):
             slot._forget()
+        for watch in list(self._hangup_watches.values()):
+            watch.close(ValueError("cuflag client is closed"))
         self._finalizer()
 
     def __enter__(self):

@@ -167,14 +167,17 @@ class Slot:
         ``target``; errors as wait(). Use asyncio.timeout() for a limit.
 
         It looks at the flag first and watches the eventfd only when the
-        value has not landed yet. Should cuflagd go away, no signal comes:
-        unlike wait(), which then watches the flag itself, this waits until
-        cancelled, so give it a timeout where a daemon restart matters."""
+        value has not landed yet, along with the client's connection
+        (Client.fd): should cuflagd go away, no signal comes any more, and
+        like wait() it goes on by looking at the flag itself, after sleeps
+        growing from 50 us to 2 ms."""
         await aio.wait(self, target)
 
     def completions(self):
         """An async iterator of completion counts, as consume() returns
-        them, each > 0; it waits in the running loop between them."""
+        them, each > 0; it waits in the running loop between them. Once
+        cuflagd has gone away and what it signalled is handed out, it
+        raises OSError(ENOTCONN): nothing counts completions any more."""
         return aio.completions(self)
 
     def release(self):

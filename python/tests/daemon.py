@@ -60,6 +60,12 @@ class Daemon:
         self._cleanup()
         return status
 
+    def kill(self):
+        """SIGKILL and wait: the daemon goes without a word to its clients."""
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self._cleanup()
+
     def _cleanup(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
