@@ -57,6 +57,8 @@ struct cuflag_slot {
 	_Atomic uint32_t next;   /* last value reserved */
 	int wait_ep;             /* cached edge-triggered epoll for waits, or -1 */
 	_Atomic int wait_ep_busy;
+	uint32_t wait_ep_gen;    /* efd_gen the cached epoll was made for */
+	_Atomic uint32_t efd_gen; /* bumped when cuflag_slot_bind_eventfd() swaps efd */
 	/* Set by the CUDA binding: checks the slot's streams for a fault. */
 	_Atomic int fault;       /* 0, or the negative errno a fault ended work with */
 	void *cuda;              /* per-slot CUDA state (cuda.c) */

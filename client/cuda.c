@@ -242,9 +242,9 @@ CUFLAG_EXPORT int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *
 	cs->stream = stream;
 	cs->ctx = ctx;
 	s->cuda = cs;
-	pthread_mutex_unlock(&s->lock);
-
+	/* Under the slot's lock, as cuflag_slot_arm() does: in value order. */
 	rc = cuflag__publish(s, t);
+	pthread_mutex_unlock(&s->lock);
 	if (rc == 0)
 		*target = t;
 	return rc;

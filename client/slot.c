@@ -263,11 +263,14 @@ CUFLAG_EXPORT int cuflag_slot_arm(cuflag_slot *s, uint32_t *target)
 
 	if (!s || !target)
 		return -EINVAL;
+	/* Reserved and published under the slot's lock: arms of one slot reach
+	 * the daemon in the order of their values. */
 	pthread_mutex_lock(&s->lock);
 	t = atomic_load_explicit(&s->next, memory_order_relaxed) + 1;
-	atomic_store_explicit(&s->next, t, memory_order_relaxed);
-	pthread_mutex_unlock(&s->lock);
 	rc = cuflag__publish(s, t);
+	if (rc == 0)
+		atomic_store_explicit(&s->next, t, memory_order_relaxed);
+	pthread_mutex_unlock(&s->lock);
 	if (rc == 0)
 		*target = t;
 	return rc;
@@ -291,18 +294,21 @@ static int reached(const struct cuflag_slot *s, uint32_t target)
  * (and every read) reaches the waiter, which then looks at the flag.
  * The slot caches one instance; a second concurrent waiter makes its own.
  */
-static int wait_ep_get(struct cuflag_slot *s, int *cached)
+static int wait_ep_get(struct cuflag_slot *s, int *cached, uint32_t *gen)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET };
 	int ep;
 
+	/* Read before s->efd: a bind in between shows as a changed generation. */
+	*gen = atomic_load(&s->efd_gen);
 	*cached = 0;
 	if (!atomic_exchange(&s->wait_ep_busy, 1)) {
-		if (s->wait_ep >= 0) {
-			*cached = 1;
-			return s->wait_ep;
-		}
 		*cached = 1;
+		if (s->wait_ep >= 0 && s->wait_ep_gen == *gen)
+			return s->wait_ep;
+		if (s->wait_ep >= 0) /* made for an eventfd that was replaced */
+			close(s->wait_ep);
+		s->wait_ep = -1;
 	}
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0)
@@ -319,8 +325,10 @@ static int wait_ep_get(struct cuflag_slot *s, int *cached)
 		close(ep);
 		goto fail;
 	}
-	if (*cached)
+	if (*cached) {
 		s->wait_ep = ep;
+		s->wait_ep_gen = *gen;
+	}
 	return ep;
 fail:
 	if (*cached)
@@ -341,6 +349,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 {
 	uint64_t start, deadline = UINT64_MAX;
 	int ep, cached, rc = -ETIMEDOUT, daemon_gone = 0;
+	uint32_t gen;
 	unsigned backoff_us = 50;
 
 	if (!s)
@@ -368,7 +377,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		if (reached(s, target))
 			return 0;
 	}
-	ep = wait_ep_get(s, &cached);
+	ep = wait_ep_get(s, &cached, &gen);
 	if (ep < 0)
 		return ep;
 	for (;;) {
@@ -406,6 +415,13 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		for (int i = 0; i < n; i++)
 			if (ev[i].data.u32 == 1)
 				daemon_gone = 1;
+		if (atomic_load(&s->efd_gen) != gen) {
+			/* The slot's eventfd was replaced: watch the new one. */
+			wait_ep_put(s, ep, cached);
+			ep = wait_ep_get(s, &cached, &gen);
+			if (ep < 0)
+				return ep;
+		}
 		if (n == 0 && s->cuda && s->c->cuda_probe) {
 			int f = s->c->cuda_probe(s);
 			if (f) {
@@ -458,15 +474,15 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 		close(mine);
 		return rc;
 	}
-	/* Waiters watch the old fd: retire the cached epoll with it. */
+	/* Waiters watch the old fd: a new generation makes them move to the
+	 * new one, and a write to the old one wakes those asleep right now
+	 * (nobody counts on the old one any more). */
 	old = s->efd;
 	s->efd = mine;
-	if (!atomic_exchange(&s->wait_ep_busy, 1)) {
-		if (s->wait_ep >= 0)
-			close(s->wait_ep);
-		s->wait_ep = -1;
-		atomic_store(&s->wait_ep_busy, 0);
-	}
+	atomic_fetch_add(&s->efd_gen, 1);
+	uint64_t one = 1;
+	if (write(old, &one, sizeof(one)) < 0)
+		(void)0; /* a full counter wakes them as well */
 	close(old);
 	return 0;
 }

@@ -134,8 +134,13 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 		 * session's wake fd itself, so it never reads one that the main
 		 * thread has closed (and whose number may already be reused). */
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = ss->wake_fd };
-		if (epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, ss->wake_fd, &ev) < 0)
+		if (epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, ss->wake_fd, &ev) < 0) {
+			/* Its wakes would be lost: the main thread drops it. */
 			log_err("scanner: cannot watch a wake eventfd: %s", strerror(errno));
+			atomic_store_explicit(&ss->broken, 1, memory_order_relaxed);
+		} else {
+			ss->watched = 1;
+		}
 		ss->list_idx = sc->nsessions;
 		/* head_local was set by the main thread: 0 for a new region. */
 		ss->live = 1;
@@ -143,7 +148,7 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 		return 1;
 	}
 	case SCAN_DEL_SESSION:
-		if (ss->live &&
+		if (ss->watched &&
 		    epoll_ctl(sc->park_ep, EPOLL_CTL_DEL, ss->wake_fd, NULL) < 0)
 			log_err("scanner: cannot unwatch a wake eventfd: %s", strerror(errno));
 		for (uint32_t i = 0; i < ss->layout.nslots; i++) {

@@ -53,6 +53,7 @@ struct scan_session {
 	uint32_t pending;           /* slots of this session in the pending set */
 	uint8_t live;               /* in the scanner's list */
 	int wake_fd;                /* in the park set while live (scanner's own) */
+	uint8_t watched;            /* wake_fd is in the park set */
 	/* Counters the main thread reads. */
 	_Atomic uint64_t n_armed;
 	_Atomic uint64_t n_wakes;

@@ -135,6 +135,13 @@ static void on_accept(struct server *srv)
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR && cuflagd_ratelimit_ok(&srv->rl))
 				log_err("accept: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE) {
+				/* Out of fds: the socket stays readable, so stop looking
+				 * at it until the next tick instead of spinning on it. */
+				struct epoll_event ev = { .events = 0, .data.ptr = &srv->tag_listen };
+				epoll_ctl(srv->ep, EPOLL_CTL_MOD, srv->listen_fd, &ev);
+				srv->listen_paused = 1;
+			}
 			return;
 		}
 		if (srv->nconn >= srv->cfg->max_clients + EXTRA_CONNECTIONS) {
@@ -183,6 +190,11 @@ static void on_tick(struct server *srv)
 
 	if (read(srv->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		log_err("timerfd: %s", strerror(errno));
+	if (srv->listen_paused) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->tag_listen };
+		if (epoll_ctl(srv->ep, EPOLL_CTL_MOD, srv->listen_fd, &ev) == 0)
+			srv->listen_paused = 0;
+	}
 
 	/* A client that made its eventfd blocking and full holds the scanner in
 	 * write(): interrupt it; the scanner then marks that client broken. */
@@ -384,7 +396,13 @@ int server_run(struct server *srv)
 				/* Sessions are freed only after the batch: this one is
 				 * valid even if it was dropped by an earlier event. */
 				struct session *s = ev[i].data.ptr;
-				if (!s->dead)
+				if (s->dead)
+					break;
+				/* A session that reads nothing for now (a parked ALLOC)
+				 * still hears of a hang-up: epoll always reports it. */
+				if (s->parked && (ev[i].events & (EPOLLHUP | EPOLLERR)))
+					session_drop(srv, s, 0, NULL);
+				else
 					session_on_readable(srv, s);
 				break;
 			}

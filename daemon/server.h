@@ -17,7 +17,7 @@ struct server {
 	const struct cuflagd_config *cfg;
 	int ep;
 	int listen_fd;
-	int listen_kind;     /* where we must not touch again: EP_LISTEN tag */
+	int listen_paused;   /* out of fds: not accepting until the next tick */
 	const char *unlink_path; /* socket file we created, removed at exit */
 	int sig_fd;
 	int timer_fd;

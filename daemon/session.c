@@ -539,10 +539,17 @@ static int on_free(struct server *srv, struct session *s, const struct cuflag_ms
 			if (ids[j] == ids[i])
 				return refuse(srv, s, h, -EINVAL, "FREE names a slot twice");
 	}
+	struct scan_cmd *cmds[CUFLAG_BATCH_MAX];
 	for (uint32_t i = 0; i < count; i++) {
-		struct scan_cmd *c = calloc(1, sizeof(*c));
-		if (!c)
+		cmds[i] = calloc(1, sizeof(*cmds[i]));
+		if (!cmds[i]) {
+			while (i--)
+				free(cmds[i]);
 			return refuse(srv, s, h, -ENOMEM, "out of memory");
+		}
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		struct scan_cmd *c = cmds[i];
 		s->slot_state[ids[i]] = SLOT_RETIRING;
 		s->nlive--;
 		s->nretiring++;

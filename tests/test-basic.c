@@ -5,6 +5,9 @@
  * rules; several slots; release and reuse; errors of the API.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <poll.h>
 #include <string.h>
 #include <unistd.h>
@@ -154,6 +157,57 @@ static void test_reuse(cuflag_client *c)
 	}
 }
 
+struct bind_wait {
+	cuflag_slot *s;
+	uint32_t t;
+	int rc;
+};
+
+static void *wait_thread(void *arg)
+{
+	struct bind_wait *w = arg;
+	w->rc = cuflag_slot_wait(w->s, w->t, 5000);
+	return NULL;
+}
+
+/* The daemon signals an eventfd of the caller's; a waiter asleep across the
+ * swap still wakes. */
+static void test_bind(cuflag_client *c)
+{
+	struct bind_wait w = { .rc = -1 };
+	int user = eventfd(0, EFD_CLOEXEC), p[2], old;
+	pthread_t th;
+	uint64_t n = 0;
+
+	CHECK_RC(cuflag_slot_acquire(c, &w.s));
+	old = cuflag_slot_fd(w.s);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	CHECK(cuflag_slot_bind_eventfd(w.s, p[0]) == -EBADF);
+	CHECK_RC(cuflag_slot_arm(w.s, &w.t));
+	CHECK(pthread_create(&th, NULL, wait_thread, &w) == 0);
+	usleep(20000); /* let the waiter fall asleep on the old eventfd */
+	CHECK_RC(cuflag_slot_bind_eventfd(w.s, user));
+	CHECK(cuflag_slot_fd(w.s) >= 0);
+	(void)old;
+	sim_store(cuflag_slot_flag(w.s), w.t);
+	pthread_join(th, NULL);
+	CHECK(w.rc == 0);
+	{
+		struct pollfd pf = { .fd = user, .events = POLLIN };
+		CHECK(poll(&pf, 1, 2000) == 1);
+		CHECK(read(user, &n, sizeof(n)) == sizeof(n) && n == 1);
+	}
+	/* And the next one, through the slot's own view of it. */
+	CHECK_RC(cuflag_slot_arm(w.s, &w.t));
+	sim_store(cuflag_slot_flag(w.s), w.t);
+	CHECK_RC(cuflag_slot_wait(w.s, w.t, 2000));
+	CHECK(consume_blocking(w.s) == 1);
+	close(p[0]);
+	close(p[1]);
+	close(user);
+	cuflag_slot_release(w.s);
+}
+
 static void test_api_errors(cuflag_client *c)
 {
 	cuflag_client *bad;
@@ -206,6 +260,7 @@ int main(void)
 	test_independent_slots(c);
 	test_reuse(c);
 	test_api_errors(c);
+	test_bind(c);
 	cuflag_disconnect(c);
 	CHECK(daemon_stop(&d) == 0);
 	test_slot_limit();
