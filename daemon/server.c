@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,6 +20,9 @@
 #include "fdpass.h"
 #include "notify.h"
 #include "proto.h"
+
+/* Fds kept free below the limit for requests that carry fds and for accept. */
+#define FD_RESERVE (CUFLAG_BATCH_MAX + 64)
 
 /* Connections beyond the region limit, for cuflagctl and refused clients. */
 #define EXTRA_CONNECTIONS 64
@@ -358,6 +362,13 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	    (rc = ep_add(srv, scanner_done_fd(srv->sc), &srv->tag_scanner)))
 		return rc;
 	srv->watchdog_usec = notify_watchdog_usec();
+	{
+		struct rlimit rl;
+		srv->fd_reserve_from = INT32_MAX;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+		    rl.rlim_cur < INT32_MAX)
+			srv->fd_reserve_from = (int)rl.rlim_cur - FD_RESERVE;
+	}
 	return 0;
 }
 

@@ -18,6 +18,7 @@ struct server {
 	int ep;
 	int listen_fd;
 	int listen_paused;   /* out of fds: not accepting until the next tick */
+	int fd_reserve_from; /* slot eventfds at or above this number are refused */
 	const char *unlink_path; /* socket file we created, removed at exit */
 	int sig_fd;
 	int timer_fd;

@@ -407,6 +407,13 @@ static int on_alloc(struct server *srv, struct session *s, const struct cuflag_m
 	memset(&r, 0, sizeof(r));
 	for (i = 0; i < n; i++) {
 		fds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		/* Keep a reserve below the limit (fds come lowest first): a BIND,
+		 * an ADOPT or a new connection must still find room. */
+		if (fds[i] >= srv->fd_reserve_from) {
+			close(fds[i]);
+			fds[i] = -1;
+			errno = EMFILE;
+		}
 		cmds[i] = calloc(1, sizeof(*cmds[i]));
 		if (fds[i] < 0 || !cmds[i]) {
 			rc = fds[i] < 0 ? -errno : -ENOMEM;
@@ -795,6 +802,7 @@ int session_on_readable(struct server *srv, struct session *s)
 		if (n < 0) {
 			const char *why = n == -EMSGSIZE ? "message too long"
 					  : n == -EBADMSG ? "too many fds or truncated control data"
+					  : n == -EMFILE  ? "daemon out of fds for the fds sent"
 							  : "receive failed";
 			if (n == -EMSGSIZE || n == -EBADMSG)
 				reply_error(srv, s, 0, 0, (int)n, why);

@@ -64,8 +64,10 @@ ssize_t cuflag_recv_msg(int sock, void *buf, size_t cap, int *fds, unsigned max_
 			}
 		}
 	}
+	/* Truncated with room left: our own fd table was full (the kernel passes
+	 * what fits and drops the rest); with no room left: the peer sent more. */
 	if (msg.msg_flags & MSG_CTRUNC)
-		err = -EBADMSG;
+		err = got < max_fds ? -EMFILE : -EBADMSG;
 	else if (msg.msg_flags & MSG_TRUNC)
 		err = -EMSGSIZE;
 	if (err) {

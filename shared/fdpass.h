@@ -11,7 +11,8 @@
  * Returns the message length (0: the peer hung up) or a negative errno:
  * -EAGAIN (nothing to read on a non-blocking socket), -EMSGSIZE (message
  * longer than cap), -EBADMSG (control data truncated, more fds than allowed,
- * or control data of another kind). On every error no received fd stays
+ * or control data of another kind), -EMFILE (fds were sent and this process
+ * had no room for them). On every error no received fd stays
  * open: they are closed here. Received fds are close-on-exec.
  */
 ssize_t cuflag_recv_msg(int sock, void *buf, size_t cap, int *fds, unsigned max_fds,

@@ -66,7 +66,9 @@ CUFLAG_API void cuflag_disconnect(cuflag_client *c);
  * cuflag_slot_acquire() - get one slot from the daemon.
  * Return: 0, or -ENOSPC (the daemon's slots-per-client limit is reached),
  * -EBUSY (the daemon's request-rate limit is reached; try again later),
- * -EMFILE (this process is out of fds), -ENOMEM, -ENOTCONN / -EPIPE (the
+ * -EMFILE (this process is out of fds; slots the daemon granted in that
+ * reply stay counted against this client until it disconnects), -ENOMEM,
+ * -ENOTCONN / -EPIPE (the
  * daemon hung up), -ETIMEDOUT (no answer within 5 s), -EPROTO / -EBADMSG
  * (malformed reply).
  */
