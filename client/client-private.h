@@ -59,6 +59,7 @@ struct cuflag_slot {
 	_Atomic int wait_ep_busy;
 	uint32_t wait_ep_gen;    /* efd_gen the cached epoll was made for */
 	_Atomic uint32_t efd_gen; /* bumped when cuflag_slot_bind_eventfd() swaps efd */
+	int retired_efd;         /* the eventfd before the last bind, kept open */
 	/* Set by the CUDA binding: checks the slot's streams for a fault. */
 	_Atomic int fault;       /* 0, or the negative errno a fault ended work with */
 	void *cuda;              /* per-slot CUDA state (cuda.c) */

@@ -63,6 +63,8 @@ void cuflag__slot_free(struct cuflag_slot *s)
 {
 	if (s->efd >= 0)
 		close(s->efd);
+	if (s->retired_efd >= 0)
+		close(s->retired_efd);
 	if (s->wait_ep >= 0)
 		close(s->wait_ep);
 	free(s->cuda);
@@ -143,6 +145,7 @@ static int alloc_batch(struct cuflag_client *c, unsigned n, struct cuflag_slot *
 		fds[i] = -1;
 		s->flag = c->flags + s->id;
 		s->wait_ep = -1;
+		s->retired_efd = -1;
 		pthread_mutex_init(&s->lock, NULL);
 		atomic_store(&s->next, r.grants[i].start);
 		out[i] = s;
@@ -476,13 +479,22 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 	}
 	/* Waiters watch the old fd: a new generation makes them move to the
 	 * new one, and a write to the old one wakes those asleep right now
-	 * (nobody counts on the old one any more). */
+	 * (nobody counts on the old one any more). The old one stays open until
+	 * the next bind: closed, it would leave their epoll sets with its
+	 * pending wake, and a waiter about to sleep would miss it. */
 	old = s->efd;
+	/* The daemon has switched (it answers only then): completions it
+	 * signalled on the old eventfd and nobody consumed move to the new one. */
+	uint64_t left = 0, one = 1;
+	if (read(old, &left, sizeof(left)) == sizeof(left) && left &&
+	    write(mine, &left, sizeof(left)) != sizeof(left))
+		(void)0; /* a full counter already wakes whoever polls it */
 	s->efd = mine;
 	atomic_fetch_add(&s->efd_gen, 1);
-	uint64_t one = 1;
 	if (write(old, &one, sizeof(one)) < 0)
 		(void)0; /* a full counter wakes them as well */
-	close(old);
+	if (s->retired_efd >= 0)
+		close(s->retired_efd);
+	s->retired_efd = old;
 	return 0;
 }

@@ -79,6 +79,7 @@ struct scan_cmd {
 	int efd;
 	uint32_t final_armed; /* DEL_SLOT: the slot's last armed value */
 	void *owner;          /* the main thread's context for the reply */
+	uint32_t req_id;      /* SET_EFD: the BIND answered once it is applied */
 	struct scan_cmd *next;
 };
 

@@ -592,10 +592,13 @@ static int on_bind(struct server *srv, struct session *s, const struct cuflag_ms
 	c->slot = m->id;
 	c->efd = *fd;
 	c->owner = s;
+	c->req_id = h->req_id;
 	s->slot_efd[m->id] = *fd;
 	*fd = -1; /* owned by the slot now; the old one closes when handed back */
+	/* Answered once the scanner has switched: from the reply on, no signal
+	 * goes to the old eventfd. */
 	scanner_submit(srv->sc, c);
-	return server_reply(s, h->type, h->req_id, 0, NULL, 0, NULL, 0);
+	return 0;
 }
 
 static int on_stats(struct server *srv, struct session *s, const struct cuflag_msg_hdr *h)
@@ -854,6 +857,9 @@ void session_on_done(struct server *srv, struct session *s, struct scan_cmd *c)
 		/* The scanner has let go of the old eventfd. */
 		if (c->efd >= 0)
 			close(c->efd);
+		if (!s->dead &&
+		    server_reply(s, CUFLAG_MSG_BIND, c->req_id, 0, NULL, 0, NULL, 0) < 0)
+			session_drop(srv, s, -EPIPE, "cannot send a reply");
 		break;
 	case SCAN_DEL_SLOT:
 		/* No device write can land any more: the slot may be handed out again. */

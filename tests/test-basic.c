@@ -161,12 +161,14 @@ struct bind_wait {
 	cuflag_slot *s;
 	uint32_t t;
 	int rc;
+	uint64_t done_ns;
 };
 
 static void *wait_thread(void *arg)
 {
 	struct bind_wait *w = arg;
 	w->rc = cuflag_slot_wait(w->s, w->t, 5000);
+	w->done_ns = now_ns();
 	return NULL;
 }
 
@@ -189,9 +191,12 @@ static void test_bind(cuflag_client *c)
 	CHECK_RC(cuflag_slot_bind_eventfd(w.s, user));
 	CHECK(cuflag_slot_fd(w.s) >= 0);
 	(void)old;
+	uint64_t stored = now_ns();
 	sim_store(cuflag_slot_flag(w.s), w.t);
 	pthread_join(th, NULL);
 	CHECK(w.rc == 0);
+	/* Woken by the signal, not found at the end of its timeout. */
+	CHECK(w.done_ns - stored < 2000000000ull);
 	{
 		struct pollfd pf = { .fd = user, .events = POLLIN };
 		CHECK(poll(&pf, 1, 2000) == 1);
