@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -137,6 +138,7 @@ int main(void)
 		kids[k] = fork();
 		CHECK(kids[k] >= 0);
 		if (kids[k] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 			raise(SIGSTOP); /* released once the steady client runs */
 			churner(0x9e3779b9u * (unsigned)(k + 1));
 		}

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -132,8 +133,10 @@ static void test_processes(const struct daemon_proc *d)
 	for (int p = 0; p < PROCS; p++) {
 		pids[p] = fork();
 		CHECK(pids[p] >= 0);
-		if (pids[p] == 0)
+		if (pids[p] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 			_exit(child_main(d->sock, (unsigned)p + 1));
+		}
 	}
 	for (int p = 0; p < PROCS; p++) {
 		int st;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,8 +139,10 @@ static int run_children(int procs, int (*fn)(int, int), int a, int b)
 	for (int p = 0; p < procs; p++) {
 		pid[p] = fork();
 		CHECK(pid[p] >= 0);
-		if (pid[p] == 0)
+		if (pid[p] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 			_exit(fn(a, b));
+		}
 	}
 	for (int p = 0; p < procs; p++) {
 		int st;
