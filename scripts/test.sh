@@ -12,7 +12,7 @@ set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 need_packages meson ninja-build gcc pkg-config check libsystemd-dev python3 valgrind \
-	libuv1-dev systemd man-db spin
+	libuv1-dev systemd man-db spin g++ binutils
 BUILD=${BUILD:-build}
 
 setup() { # dir, options...
