@@ -58,7 +58,9 @@ CUFLAG_API int cuflag_connect(const char *socket_path, cuflag_client **out);
 
 /**
  * cuflag_disconnect() - release every slot, unmap the region, hang up.
- * Every slot of @c is invalid afterwards. NULL is accepted.
+ * Every slot of @c is invalid afterwards. NULL is accepted. Synchronise the
+ * streams you signalled through cuflag_cuda_signal() first: a flag write
+ * still queued on a stream would land in memory that is no longer mapped.
  */
 CUFLAG_API void cuflag_disconnect(cuflag_client *c);
 
