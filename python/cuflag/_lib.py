@@ -24,6 +24,7 @@ _PROTOTYPES = {
     "cuflag_slot_wait": (ctypes.c_int, [slot_p, ctypes.c_uint32, ctypes.c_int]),
     "cuflag_slot_consume": (ctypes.c_int, [slot_p, ctypes.POINTER(ctypes.c_uint64)]),
     "cuflag_client_fd": (ctypes.c_int, [client_p]),
+    "cuflag_reconnect": (ctypes.c_int, [client_p]),
     "cuflag_client_epoch": (ctypes.c_uint64, [client_p]),
     "cuflag_version": (ctypes.c_char_p, []),
 }

@@ -153,6 +153,19 @@ class _Hangup(_Reader):
             self.paused.cancel()
             self.paused = None
 
+    def suspend(self):
+        """Stop watching for a while: the client is reconnecting, and its
+        connection is to be closed (a loop must not watch a closed fd)."""
+        if not self.closed:
+            self._unwatch()
+
+    def resume(self, fd):
+        """Watch fd, the client's connection after the reconnect (the new
+        one, or the old one when it failed). Waiters go on waiting."""
+        if not self.closed:
+            self.fd = fd
+            self.loop.add_reader(fd, self._readable)
+
 
 def _slot_watch(slot, loop):
     """The slot's watch in the loop, started on first need."""
@@ -227,3 +240,26 @@ async def completions(slot):
             raise OSError(errno.ENOTCONN, "cuflagd hung up: no completion is signalled any more")
         await _next_signal(slot)
 
+
+
+async def reconnect(client, retry_interval, timeout):
+    """Client.reconnect_async(): reconnect(), again after each sleep while
+    no daemon listens, up to timeout seconds (None: no limit)."""
+    if retry_interval <= 0:
+        raise ValueError("retry_interval must be > 0")
+    if timeout is not None and timeout < 0:
+        raise ValueError("timeout must be None or >= 0")
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while True:
+        try:
+            client.reconnect()
+            return
+        except (ConnectionRefusedError, FileNotFoundError) as e:
+            delay = retry_interval
+            if deadline is not None:
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise TimeoutError(errno.ETIMEDOUT, "cuflagd is not back") from e
+                delay = min(delay, left)
+        await asyncio.sleep(delay)

@@ -7,6 +7,7 @@ import select
 import weakref
 
 from . import _lib
+from . import aio
 from .slot import Slot
 
 _POLL_HANGUP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
@@ -55,7 +56,7 @@ class Client:
         _lib.check(lib.cuflag_connect(path, ctypes.byref(ptr)))
         self._conn = _Connection(ptr)
         self._fd = lib.cuflag_client_fd(ptr)
-        self._gone = False  # the daemon hung up: it never comes back
+        self._gone = False  # the daemon hung up (until reconnect())
         self._hangup_watches = {}  # event loop -> its reader of the fd
         # Slots are freed by the library when the client goes: keep track
         # of them so that none is used after that.
@@ -78,14 +79,15 @@ class Client:
         readability, which the hang-up brings. Never read or write it, nor
         close it: it stays owned by the client. Slot flags keep working
         without the daemon, but no eventfd is signalled any more;
-        Slot.wait() and Slot.wait_async() then look at the flag itself."""
+        Slot.wait() and Slot.wait_async() then look at the flag itself.
+        reconnect() replaces it: ask again afterwards."""
         self._handle()
         return self._fd
 
     @property
     def daemon_gone(self):
         """Whether the daemon has hung up this connection (found by a poll
-        that never reads it). A daemon started again needs a new Client."""
+        that never reads it). False again after reconnect()."""
         self._handle()
         return self._check_hangup()
 
@@ -95,6 +97,50 @@ class Client:
             p.register(self._fd, select.POLLRDHUP)
             self._gone = any(ev & _POLL_HANGUP for _, ev in p.poll(0))
         return self._gone
+
+    def reconnect(self):
+        """After the daemon restarted on the same socket: hand the new
+        daemon this client's region and every slot's eventfd, and go on
+        with it. Slots keep their ids, flags, eventfds and counts: what
+        landed or was armed while no daemon ran is signalled now, each
+        completion once (after a clean stop; a daemon killed while it
+        signalled a slot may count that signal again). ``fd`` is a new
+        connection afterwards and ``daemon_gone`` is False; a wait_async()
+        in progress goes on, watching the new connection.
+
+        Raises OSError: ConnectionRefusedError or FileNotFoundError while
+        no daemon listens yet (call again later, or reconnect_async()),
+        EOPNOTSUPP (the daemon runs --slab cuda-ipc), EINVAL (the new
+        daemon's settings give another region layout), EPROTO, EUSERS,
+        EBUSY, TimeoutError, ... On failure the client is as it was.
+
+        Nothing else may use the client or its slots meanwhile: call it
+        from the thread that runs the event loop awaiting them, if any.
+        It is one round trip to the daemon, blocking.
+        """
+        ptr = self._handle()
+        lib = _lib.lib()
+        # The library closes the old connection: no loop may watch it then.
+        watches = list(self._hangup_watches.values())
+        for watch in watches:
+            watch.suspend()
+        try:
+            rc = lib.cuflag_reconnect(ptr)
+        finally:
+            fd = lib.cuflag_client_fd(ptr)
+            for watch in watches:
+                watch.resume(fd)
+        _lib.check(rc)
+        self._fd = fd
+        self._gone = False
+
+    async def reconnect_async(self, retry_interval=0.05, timeout=None):
+        """reconnect() in the running loop, again every ``retry_interval``
+        seconds while no daemon listens (ConnectionRefusedError,
+        FileNotFoundError). ``timeout`` in seconds, None for no limit:
+        TimeoutError once it passes without a daemon. Other errors as
+        reconnect(), at once."""
+        await aio.reconnect(self, retry_interval, timeout)
 
     @property
     def epoch(self):

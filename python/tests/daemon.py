@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Start the real cuflagd (path from $CUFLAGD, set by meson) on a private
-socket for a test, wait until it accepts a connection, and stop it."""
+socket for a test, wait until it accepts a connection, and stop it; or
+start a second one on the socket of a stopped one (a restart)."""
 
 import ctypes
 import os
@@ -34,8 +35,11 @@ def _accepts(path):
 
 
 class Daemon:
-    def __init__(self, *args):
-        self.dir = tempfile.mkdtemp(prefix="cuflag-pytest-")
+    """``directory``: the directory of a daemon stopped with keep_dir, to
+    listen on its socket path; the new daemon owns it from then on."""
+
+    def __init__(self, *args, directory=None):
+        self.dir = directory or tempfile.mkdtemp(prefix="cuflag-pytest-")
         self.socket = os.path.join(self.dir, "cuflagd.sock")
         binary = os.environ.get("CUFLAGD", "cuflagd")
         self.proc = subprocess.Popen([binary, "--socket", self.socket, *args],
@@ -52,19 +56,22 @@ class Daemon:
                 raise RuntimeError("cuflagd did not become ready")
             time.sleep(0.0005)
 
-    def stop(self):
-        """SIGTERM and wait; returns the exit status."""
+    def stop(self, keep_dir=False):
+        """SIGTERM and wait; returns the exit status. keep_dir leaves the
+        directory for a daemon started after this one."""
         if self.proc.poll() is None:
             self.proc.terminate()
         status = self.proc.wait(timeout=10)
-        self._cleanup()
+        if not keep_dir:
+            self._cleanup()
         return status
 
-    def kill(self):
+    def kill(self, keep_dir=False):
         """SIGKILL and wait: the daemon goes without a word to its clients."""
         self.proc.kill()
         self.proc.wait(timeout=10)
-        self._cleanup()
+        if not keep_dir:
+            self._cleanup()
 
     def _cleanup(self):
         shutil.rmtree(self.dir, ignore_errors=True)
