@@ -32,7 +32,7 @@ static uint64_t now_ns(void)
 
 CUFLAG_EXPORT int cuflag_slot_fd(const cuflag_slot *s)
 {
-	return s->efd;
+	return __atomic_load_n(&s->efd, __ATOMIC_ACQUIRE);
 }
 
 CUFLAG_EXPORT volatile uint32_t *cuflag_slot_flag(const cuflag_slot *s)
@@ -317,7 +317,7 @@ static int wait_ep_get(struct cuflag_slot *s, int *cached, uint32_t *gen)
 	if (ep < 0)
 		goto fail;
 	ev.data.u32 = 0;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, s->efd, &ev) < 0) {
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, __atomic_load_n(&s->efd, __ATOMIC_ACQUIRE), &ev) < 0) {
 		close(ep);
 		goto fail;
 	}
@@ -449,7 +449,7 @@ CUFLAG_EXPORT int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions)
 
 	if (!s || !completions)
 		return -EINVAL;
-	n = read(s->efd, &v, sizeof(v));
+	n = read(__atomic_load_n(&s->efd, __ATOMIC_ACQUIRE), &v, sizeof(v));
 	if (n < 0)
 		return -errno;
 	if (n != sizeof(v))
@@ -489,7 +489,7 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 	if (read(old, &left, sizeof(left)) == sizeof(left) && left &&
 	    write(mine, &left, sizeof(left)) != sizeof(left))
 		(void)0; /* a full counter already wakes whoever polls it */
-	s->efd = mine;
+	__atomic_store_n(&s->efd, mine, __ATOMIC_RELEASE);
 	atomic_fetch_add(&s->efd_gen, 1);
 	if (write(old, &one, sizeof(one)) < 0)
 		(void)0; /* a full counter wakes them as well */

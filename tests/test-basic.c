@@ -167,7 +167,7 @@ struct bind_wait {
 static void *wait_thread(void *arg)
 {
 	struct bind_wait *w = arg;
-	w->rc = cuflag_slot_wait(w->s, w->t, 5000);
+	w->rc = cuflag_slot_wait(w->s, w->t, 30000);
 	w->done_ns = now_ns();
 	return NULL;
 }
@@ -194,6 +194,8 @@ static void test_bind(cuflag_client *c)
 	uint64_t stored = now_ns();
 	sim_store(cuflag_slot_flag(w.s), w.t);
 	pthread_join(th, NULL);
+	if (w.rc != 0)
+		fprintf(stderr, "wait across the bind returned %d\n", w.rc);
 	CHECK(w.rc == 0);
 	/* Woken by the signal, not found at the end of its timeout. */
 	CHECK(w.done_ns - stored < 2000000000ull);
