@@ -12,16 +12,8 @@
 
 #include "client-private.h"
 #include "fdpass.h"
+#include "cpu-relax.h"
 #include "timeline.h"
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 static uint64_t now_ns(void)
 {
@@ -373,7 +365,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		uint64_t spin_end = start + (uint64_t)spin_us * 1000u;
 		unsigned k = 0;
 		while (!reached(s, target)) {
-			cpu_relax();
+			cuflag_cpu_relax();
 			if ((++k & 15) == 0 && now_ns() >= spin_end)
 				break;
 		}

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "cpu-relax.h"
 #include "timeline.h"
 
 struct scanner {
@@ -40,15 +41,6 @@ struct scanner {
 	/* Counters (written by the scanner, read by anyone). */
 	_Atomic uint64_t passes, wakes, completions, parks, armed, bad_arms;
 };
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 static void set_state(struct scanner *sc, uint32_t st)
 {
@@ -398,7 +390,7 @@ static void *scanner_main(void *arg)
 
 	while (!atomic_load_explicit(&sc->stop, memory_order_relaxed)) {
 		if (atomic_load_explicit(&sc->stuck, memory_order_relaxed)) {
-			cpu_relax();
+			cuflag_cpu_relax();
 			continue;
 		}
 		/* Tails before commands: see drain_queue. */
@@ -411,7 +403,7 @@ static void *scanner_main(void *arg)
 
 		if (sc->npending) {
 			idle_passes = 0;
-			cpu_relax();
+			cuflag_cpu_relax();
 			continue;
 		}
 		/* Nothing pending: spin for the budget, reading the clock only now and then. */
@@ -424,7 +416,7 @@ static void *scanner_main(void *arg)
 				continue;
 			}
 		}
-		cpu_relax();
+		cuflag_cpu_relax();
 	}
 	return NULL;
 }

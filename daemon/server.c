@@ -435,20 +435,9 @@ void server_fini(struct server *srv)
 		n = s->next;
 		if (s->fd >= 0)
 			close(s->fd);
-		if (s->slot_efd)
-			for (uint32_t i = 0; i < s->nslots; i++)
-				if (s->slot_efd[i] >= 0)
-					close(s->slot_efd[i]);
-		if (s->wake_fd >= 0)
-			close(s->wake_fd);
-		region_destroy(&s->region);
-		slab_cuda_free(&s->ipc);
-		free(s->slot_state);
-		free(s->slot_efd);
-		free(s->next_start);
-		free(s->free_stack);
-		free(s->scan);
-		free(s);
+		free(s->adopt_cmd); /* never handed to the scanner */
+		session_release(s);
+		session_free(s);
 	}
 	srv->sessions = NULL;
 	session_free_graveyard(srv);

@@ -30,7 +30,20 @@
 	cuflagd_log(prio, "client %u pid=%d uid=%u: " fmt, (s)->id, (int)(s)->pid,            \
 		    (unsigned)(s)->uid, ##__VA_ARGS__)
 
-static void session_free(struct session *s);
+void session_release(struct session *s)
+{
+	if (s->slot_efd)
+		for (uint32_t i = 0; i < s->nslots; i++)
+			if (s->slot_efd[i] >= 0) {
+				close(s->slot_efd[i]);
+				s->slot_efd[i] = -1;
+			}
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
+	s->wake_fd = -1;
+	region_destroy(&s->region);
+	slab_cuda_free(&s->ipc);
+}
 
 void session_free_graveyard(struct server *srv)
 {
@@ -109,7 +122,7 @@ static void free_slots(struct session *s)
 	s->nslots = s->nfree = 0;
 }
 
-static void session_free(struct session *s)
+void session_free(struct session *s)
 {
 	free(s->parked);
 	free_slots(s);
@@ -456,6 +469,20 @@ static int on_alloc(struct server *srv, struct session *s, const struct cuflag_m
 			    (uint32_t)(8 + n * sizeof(struct cuflag_slot_grant)), fds, n);
 }
 
+/* n zeroed commands, all or none: 0 or -ENOMEM. */
+static int alloc_cmds(struct scan_cmd **cmds, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		cmds[i] = calloc(1, sizeof(*cmds[i]));
+		if (!cmds[i]) {
+			while (i--)
+				free(cmds[i]);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
 /* Take id out of the free stack (ADOPT names ids in no particular order). */
 static void unfree(struct session *s, uint32_t id)
 {
@@ -492,14 +519,8 @@ static int on_adopt(struct server *srv, struct session *s, const struct cuflag_m
 		if (fl < 0 || fcntl(fds[i], F_SETFL, fl | O_NONBLOCK) < 0)
 			return refuse(srv, s, h, -EBADF, "ADOPT: cannot make an eventfd non-blocking");
 	}
-	for (uint32_t i = 0; i < count; i++) {
-		cmds[i] = calloc(1, sizeof(*cmds[i]));
-		if (!cmds[i]) {
-			while (i--)
-				free(cmds[i]);
-			return refuse(srv, s, h, -ENOMEM, "out of memory");
-		}
-	}
+	if (alloc_cmds(cmds, count))
+		return refuse(srv, s, h, -ENOMEM, "out of memory");
 	const volatile struct cuflag_slot_state *st =
 		(const volatile struct cuflag_slot_state *)(s->region.map +
 							    s->region.layout.state_off);
@@ -547,14 +568,8 @@ static int on_free(struct server *srv, struct session *s, const struct cuflag_ms
 				return refuse(srv, s, h, -EINVAL, "FREE names a slot twice");
 	}
 	struct scan_cmd *cmds[CUFLAG_BATCH_MAX];
-	for (uint32_t i = 0; i < count; i++) {
-		cmds[i] = calloc(1, sizeof(*cmds[i]));
-		if (!cmds[i]) {
-			while (i--)
-				free(cmds[i]);
-			return refuse(srv, s, h, -ENOMEM, "out of memory");
-		}
-	}
+	if (alloc_cmds(cmds, count))
+		return refuse(srv, s, h, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < count; i++) {
 		struct scan_cmd *c = cmds[i];
 		s->slot_state[ids[i]] = SLOT_RETIRING;
@@ -874,14 +889,9 @@ void session_on_done(struct server *srv, struct session *s, struct scan_cmd *c)
 			retry_parked(srv, s, 1);
 		break;
 	case SCAN_DEL_SESSION:
-		/* Last command of a dead session: nothing in the scanner refers to it. */
-		for (uint32_t i = 0; i < s->nslots; i++)
-			if (s->slot_efd[i] >= 0)
-				close(s->slot_efd[i]);
-		if (s->wake_fd >= 0)
-			close(s->wake_fd); /* the scanner left the park set already */
-		region_destroy(&s->region);
-		slab_cuda_free(&s->ipc);
+		/* Last command of a dead session: nothing in the scanner refers to
+		 * it (it left the park set already). */
+		session_release(s);
 		srv->nregions--;
 		unlink_session(srv, s);
 		/* An event for it may still wait in the loop's current batch. */

@@ -82,6 +82,11 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 /* Answer a parked ALLOC that waited too long (-ENOSPC if still short). */
 void session_expire_parked(struct server *srv, struct session *s, uint64_t now_ms);
 
+/* Close every fd and unmap everything the session holds (the scanner must
+ * not refer to it any more); session_free then frees its memory. */
+void session_release(struct session *s);
+void session_free(struct session *s);
+
 /* Free the sessions dropped during the event batch just handled. */
 void session_free_graveyard(struct server *srv);
 

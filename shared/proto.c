@@ -34,6 +34,28 @@ static int hdr_check(const void *buf, size_t len, unsigned nfds, struct cuflag_m
 	return 0;
 }
 
+/* FREE and ADOPT: count, a zero reserved word, then count ids. */
+static int check_id_batch(const unsigned char *body, size_t blen, const char *bad_len,
+			  const char *bad_reserved, const char *bad_count, const char *bad_sum,
+			  uint32_t *count_out, const char **reason)
+{
+	uint32_t count, reserved;
+
+	if (blen < 8)
+		FAIL(-EBADMSG, bad_len);
+	memcpy(&count, body, 4);
+	memcpy(&reserved, body + 4, 4);
+	if (reserved)
+		FAIL(-EINVAL, bad_reserved);
+	if (count < 1 || count > CUFLAG_BATCH_MAX)
+		FAIL(-EINVAL, bad_count);
+	/* Widened before the sum: count is the peer's. */
+	if ((uint64_t)blen != 8u + (uint64_t)count * 4u)
+		FAIL(-EBADMSG, bad_sum);
+	*count_out = count;
+	return 0;
+}
+
 int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char **reason)
 {
 	struct cuflag_msg_hdr h;
@@ -70,19 +92,12 @@ int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char 
 		return 0;
 	}
 	case CUFLAG_MSG_FREE: {
-		uint32_t count, reserved;
-		if (blen < 8 || nfds)
+		uint32_t count;
+		if (nfds)
 			FAIL(-EBADMSG, "FREE: bad length or fds");
-		memcpy(&count, body, 4);
-		memcpy(&reserved, body + 4, 4);
-		if (reserved)
-			FAIL(-EINVAL, "FREE: reserved field not zero");
-		if (count < 1 || count > CUFLAG_BATCH_MAX)
-			FAIL(-EINVAL, "FREE: count out of range");
-		/* Widened before the sum: count is the peer's. */
-		if ((uint64_t)blen != 8u + (uint64_t)count * 4u)
-			FAIL(-EBADMSG, "FREE: length does not match count");
-		return 0;
+		return check_id_batch(body, blen, "FREE: bad length or fds",
+				      "FREE: reserved field not zero", "FREE: count out of range",
+				      "FREE: length does not match count", &count, reason);
 	}
 	case CUFLAG_MSG_BIND: {
 		struct cuflag_msg_bind m;
@@ -114,17 +129,12 @@ int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char 
 		return 0;
 	}
 	case CUFLAG_MSG_ADOPT: {
-		uint32_t count, reserved;
-		if (blen < 8)
-			FAIL(-EBADMSG, "ADOPT: too short");
-		memcpy(&count, body, 4);
-		memcpy(&reserved, body + 4, 4);
-		if (reserved)
-			FAIL(-EINVAL, "ADOPT: reserved field not zero");
-		if (count < 1 || count > CUFLAG_BATCH_MAX)
-			FAIL(-EINVAL, "ADOPT: count out of range");
-		if ((uint64_t)blen != 8u + (uint64_t)count * 4u)
-			FAIL(-EBADMSG, "ADOPT: length does not match count");
+		uint32_t count;
+		int rc = check_id_batch(body, blen, "ADOPT: too short", "ADOPT: reserved field not zero",
+					"ADOPT: count out of range", "ADOPT: length does not match count",
+					&count, reason);
+		if (rc)
+			return rc;
 		if (nfds != count)
 			FAIL(-EBADMSG, "ADOPT: one eventfd per slot");
 		return 0;
