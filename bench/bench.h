@@ -216,13 +216,4 @@ void inproc_scanner_stop(struct inproc_scanner *sc);
 /* The slot's completion target is now t (and the scanner wakes if parked). */
 void inproc_scanner_arm(struct inproc_scanner *sc, unsigned i, uint32_t t);
 
-static inline void bench_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 #endif

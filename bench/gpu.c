@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cpu-relax.h"
 #include "cuflag/cuflag.h"
 #include "cuflag/cuflag_cuda.h"
 #include "gpu.h"
@@ -77,12 +78,12 @@ static void *opener_main(void *arg)
 		uint64_t until;
 
 		if (!g) {
-			bench_cpu_relax();
+			cuflag_cpu_relax();
 			continue;
 		}
 		until = bench_now_ns() + atomic_load(&op->delay_ns);
 		while (bench_now_ns() < until)
-			bench_cpu_relax();
+			cuflag_cpu_relax();
 		atomic_store(&op->go, 0);
 		atomic_store(&op->t0, bench_now_ns());
 		__atomic_store_n(op->gate, g, __ATOMIC_RELEASE);
@@ -118,7 +119,7 @@ static int spin_until(struct gmech_state *m, volatile uint32_t *flag, uint32_t w
 	unsigned k = 0;
 
 	while ((int32_t)(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - want) < 0) {
-		bench_cpu_relax();
+		cuflag_cpu_relax();
 		if ((++k & 1023) == 0 && bench_now_ns() > end) {
 			bench_lat_fail(m->row, "flag not written within %d ms", WAIT_TIMEOUT_MS);
 			return -1;
@@ -188,7 +189,7 @@ static int gm_wait(struct gmech_state *m, uint32_t want)
 	case G_EVSPIN:
 		end = bench_now_ns() + (uint64_t)WAIT_TIMEOUT_MS * 1000000u;
 		while ((e = cu.cuEventQuery(m->ev)) == CUDA_ERROR_NOT_READY) {
-			bench_cpu_relax();
+			cuflag_cpu_relax();
 			if (bench_now_ns() > end) {
 				bench_lat_fail(m->row, "event not reached within %d ms",
 					       WAIT_TIMEOUT_MS);

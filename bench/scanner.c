@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cpu-relax.h"
 
 #define SPIN_PASSES 10000u
 #define MAX_SLOTS 256u
@@ -78,7 +79,7 @@ static void *scanner_main(void *arg)
 
 		if (scan(sc)) {
 			if (++passes < SPIN_PASSES)
-				bench_cpu_relax();
+				cuflag_cpu_relax();
 			else
 				sched_yield();
 			continue;
