@@ -292,7 +292,6 @@ static uint64_t scan_pending(struct scanner *sc)
 			continue;
 		}
 		uint32_t f = __atomic_load_n(s->flag, __ATOMIC_ACQUIRE);
-		uint32_t due = cuflag_tl_due(f, s->armed, s->signalled);
 
 		if (s->retiring) {
 			if (cuflag_tl_reached(f, s->armed)) {
@@ -306,6 +305,7 @@ static uint64_t scan_pending(struct scanner *sc)
 			i++;
 			continue;
 		}
+		uint32_t due = cuflag_tl_due(f, s->armed, s->signalled);
 		if (due) {
 			uint64_t v = due;
 			ssize_t w;
@@ -557,7 +557,6 @@ void scanner_get_stats(struct scanner *sc, struct scanner_stats *st)
 	st->bad_arms = atomic_load_explicit(&sc->bad_arms, memory_order_relaxed);
 	st->state = atomic_load_explicit((_Atomic uint32_t *)&sc->dpage->scanner_state,
 					 memory_order_relaxed);
-	st->pending = 0;
 }
 
 uint64_t scanner_write_since_ns(struct scanner *sc)

@@ -32,7 +32,6 @@ struct scan_slot {
 	uint32_t pend_idx;  /* index in the pending set, or SCAN_NOT_PENDING */
 	uint8_t owned;      /* allocated to the client: arms are accepted */
 	uint8_t retiring;   /* freed, waiting for the flag to reach armed */
-	uint16_t reserved;
 	struct scan_session *sess;
 	struct scan_cmd *retire_cmd; /* handed back once the flag lands */
 };
@@ -85,7 +84,6 @@ struct scan_cmd {
 
 struct scanner_stats {
 	uint64_t passes, wakes, completions, parks, armed, bad_arms;
-	uint32_t pending;
 	uint32_t state;
 };
 

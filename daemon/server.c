@@ -231,21 +231,30 @@ static void on_tick(struct server *srv)
 
 	if (now - srv->last_status_ms >= 2000) {
 		struct scanner_stats st;
-		uint32_t clients = 0;
-		uint64_t pending = 0;
+		uint32_t clients, slots;
+		uint64_t pending;
 		scanner_get_stats(srv->sc, &st);
-		for (struct session *s = srv->sessions; s; s = s->next) {
-			if (!s->scan || s->dead)
-				continue;
-			clients++;
-			pending += atomic_load_explicit(&s->scan->n_pending, memory_order_relaxed);
-		}
+		server_totals(srv, &clients, &slots, &pending);
 		notify_status("%u clients, %llu armed slots, %.0f wakes/s", clients,
 			      (unsigned long long)pending,
 			      (double)(st.wakes - srv->last_wakes) * 1000.0 /
 				      (double)(now - srv->last_status_ms));
 		srv->last_wakes = st.wakes;
 		srv->last_status_ms = now;
+	}
+}
+
+void server_totals(const struct server *srv, uint32_t *clients, uint32_t *slots,
+		   uint64_t *pending)
+{
+	*clients = *slots = 0;
+	*pending = 0;
+	for (const struct session *s = srv->sessions; s; s = s->next) {
+		if (!s->scan || s->dead)
+			continue;
+		(*clients)++;
+		*slots += s->nlive;
+		*pending += atomic_load_explicit(&s->scan->n_pending, memory_order_relaxed);
 	}
 }
 

@@ -52,6 +52,10 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg);
 int server_run(struct server *srv);
 void server_fini(struct server *srv);
 
+/* Clients holding a region, their live slots, and their slots pending now. */
+void server_totals(const struct server *srv, uint32_t *clients, uint32_t *slots,
+		   uint64_t *pending);
+
 /* Send a reply; a client whose socket is full is dropped by the caller. */
 int server_reply(struct session *s, uint16_t type, uint32_t req_id, int32_t status,
 		 const void *body, uint32_t blen, const int *fds, unsigned nfds);

@@ -409,7 +409,6 @@ static int on_alloc(struct server *srv, struct session *s, const struct cuflag_m
 			if (s->parked) {
 				memcpy(s->parked, &ph, sizeof(ph));
 				memcpy(s->parked + sizeof(ph), m, sizeof(*m));
-				s->parked_len = sizeof(ph) + sizeof(*m);
 				s->parked_ms = cuflagd_now_ms();
 				set_reading(srv, s, 0);
 				return 0;
@@ -627,13 +626,7 @@ static int on_stats(struct server *srv, struct session *s, const struct cuflag_m
 	r.slab = (uint32_t)srv->cfg->slab;
 	r.epoch = srv->epoch;
 	r.uptime_ms = cuflagd_now_ms() - srv->start_ms;
-	for (struct session *o = srv->sessions; o; o = o->next) {
-		if (!o->scan || o->dead)
-			continue;
-		r.clients++;
-		r.slots += o->nlive;
-		r.pending += atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
-	}
+	server_totals(srv, &r.clients, &r.slots, &r.pending);
 	r.armed = st.armed;
 	r.wakes = st.wakes;
 	r.completions = st.completions;

@@ -57,7 +57,6 @@ struct session {
 	 * client that frees and allocates at once must not see -ENOSPC). While
 	 * one waits, nothing more is read from this client. */
 	uint8_t *parked;
-	uint32_t parked_len;
 	uint64_t parked_ms;
 
 	/* Log lines this client can cause (refusals), limited per client. */
