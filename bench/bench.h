@@ -216,4 +216,14 @@ void inproc_scanner_stop(struct inproc_scanner *sc);
 /* The slot's completion target is now t (and the scanner wakes if parked). */
 void inproc_scanner_arm(struct inproc_scanner *sc, unsigned i, uint32_t t);
 
+/* handoff.c: a relay that wakes a waiter's eventfd from a thread of this
+ * process or from a child process (process != 0); see handoff.c. */
+struct handoff;
+int handoff_start(struct handoff **out, int process);
+void handoff_stop(struct handoff *h);
+/* The next target (the relay wakes if parked). */
+uint32_t handoff_arm(struct handoff *h);
+int handoff_fd(const struct handoff *h);
+volatile uint32_t *handoff_flag(struct handoff *h);
+
 #endif

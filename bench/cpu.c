@@ -5,7 +5,9 @@
  *   eventfd-direct  the storing thread also writes an eventfd (the floor)
  *   inproc-scanner  a scanner thread in this process (the seed's design)
  *   cuflagd         the real daemon, a separate process, scanning our region
- * All three use the same two threads of this process and the same clock: the
+ * and, to show what crossing a process boundary costs here, handoff-thread and
+ * handoff-process (handoff.c).
+ * All use the same two threads of this process and the same clock: the
  * waiter arms, hands the target to the storer and blocks in poll(2) on an
  * eventfd; the storer sleeps a random 20-200 us (so the waiter is asleep),
  * reads t0 and stores; the waiter reads t1 as soon as poll returns.
@@ -16,6 +18,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +33,9 @@
 #define WAKE_TIMEOUT_MS 5000
 #define BLOCK 50 /* samples per turn */
 
-enum mech_kind { M_DIRECT, M_INPROC, M_CUFLAGD, M_COUNT };
-static const char *const mech_names[M_COUNT] = { "eventfd-direct", "inproc-scanner", "cuflagd" };
+enum mech_kind { M_DIRECT, M_INPROC, M_CUFLAGD, M_HO_THREAD, M_HO_PROCESS, M_COUNT };
+static const char *const mech_names[M_COUNT] = { "eventfd-direct", "inproc-scanner", "cuflagd",
+						 "handoff-thread", "handoff-process" };
 
 struct mech {
 	enum mech_kind kind;
@@ -41,6 +45,7 @@ struct mech {
 	uint32_t next;           /* next target (in-process mechanisms) */
 	cuflag_slot *slot;
 	struct inproc_scanner *sc;
+	struct handoff *ho;
 	struct bench_lat *row;
 };
 
@@ -122,6 +127,10 @@ static int mech_arm(struct mech *m, uint32_t *t)
 		*t = ++m->next;
 		inproc_scanner_arm(m->sc, 0, *t);
 		return 0;
+	case M_HO_THREAD:
+	case M_HO_PROCESS:
+		*t = handoff_arm(m->ho);
+		return 0;
 	default:
 		*t = ++m->next;
 		return 0;
@@ -185,10 +194,95 @@ static int one_wake(struct storer *st, struct mech *m, double *us)
 	return 0;
 }
 
+/*
+ * The handoff rows pin the waiter (this thread) and the relay to one CPU and
+ * the storer to another; every other row runs unpinned, as an application
+ * would. The relays are pinned once, at start, from the waiter's pinned mask.
+ */
+struct pins {
+	cpu_set_t all; /* this thread's mask at start */
+	int waiter_cpu, storer_cpu;
+	int pinned;
+};
+
+/* 0, or -1 when there are not two CPUs to pin to. */
+static int pins_plan(struct pins *p)
+{
+	int here = sched_getcpu();
+
+	memset(p, 0, sizeof(*p));
+	p->waiter_cpu = p->storer_cpu = -1;
+	if (sched_getaffinity(0, sizeof(p->all), &p->all))
+		return -1;
+	if (here >= 0 && CPU_ISSET(here, &p->all))
+		p->waiter_cpu = here;
+	for (int c = 0; c < CPU_SETSIZE && p->storer_cpu < 0; c++) {
+		if (!CPU_ISSET(c, &p->all))
+			continue;
+		if (p->waiter_cpu < 0)
+			p->waiter_cpu = c;
+		else if (c != p->waiter_cpu)
+			p->storer_cpu = c;
+	}
+	return p->storer_cpu < 0 ? -1 : 0;
+}
+
+/* Pin (or unpin) this thread and, if it runs, the storer; 0 or -1. */
+static int pins_set(struct pins *p, const struct storer *st, int pinned)
+{
+	cpu_set_t w = p->all, s = p->all;
+
+	if (p->pinned == pinned)
+		return 0;
+	if (pinned) {
+		CPU_ZERO(&w);
+		CPU_SET(p->waiter_cpu, &w);
+		CPU_ZERO(&s);
+		CPU_SET(p->storer_cpu, &s);
+	}
+	if (sched_setaffinity(0, sizeof(w), &w))
+		return -1;
+	if (st && pthread_setaffinity_np(st->thread, sizeof(s), &s))
+		return -1;
+	p->pinned = pinned;
+	return 0;
+}
+
+/* Start both relays on the waiter's CPU (before any other thread exists: one
+ * of them is a forked process). */
+static void handoff_setup(struct mech *m, struct pins *p)
+{
+	if (pins_plan(p)) {
+		bench_lat_fail(m[M_HO_THREAD].row, "needs two CPUs to pin to");
+		bench_lat_fail(m[M_HO_PROCESS].row, "needs two CPUs to pin to");
+		return;
+	}
+	if (pins_set(p, NULL, 1)) {
+		bench_lat_fail(m[M_HO_THREAD].row, "cannot pin: %s", strerror(errno));
+		bench_lat_fail(m[M_HO_PROCESS].row, "cannot pin: %s", strerror(errno));
+		return;
+	}
+	for (int k = M_HO_THREAD; k <= M_HO_PROCESS; k++) {
+		int rc = handoff_start(&m[k].ho, k == M_HO_PROCESS);
+		if (rc) {
+			bench_lat_fail(m[k].row, "relay: %s", strerror(-rc));
+			m[k].ho = NULL;
+			continue;
+		}
+		m[k].fd = handoff_fd(m[k].ho);
+		m[k].flag = handoff_flag(m[k].ho);
+	}
+	if (pins_set(p, NULL, 0)) {
+		bench_lat_fail(m[M_HO_THREAD].row, "cannot unpin: %s", strerror(errno));
+		bench_lat_fail(m[M_HO_PROCESS].row, "cannot unpin: %s", strerror(errno));
+	}
+}
+
 static int latency(const struct bench_opts *o, struct bench_report *r, const char *sock)
 {
 	struct mech m[M_COUNT];
 	struct storer st;
+	struct pins pins;
 	cuflag_client *c = NULL;
 	int rc, failed = 0, direct_efd, inproc_efd;
 	unsigned total = o->warmup + o->iterations, done[M_COUNT] = { 0 };
@@ -200,6 +294,7 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 		m[k].row = bench_lat_add(r, mech_names[k], o->iterations);
 		m[k].flag = &m[k].local_flag;
 	}
+	handoff_setup(m, &pins);
 	direct_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	inproc_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (direct_efd < 0 || inproc_efd < 0) {
@@ -232,6 +327,11 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 	for (int more = 1; more;) {
 		more = 0;
 		for (int k = 0; k < M_COUNT; k++) {
+			if (done[k] < total && !m[k].row->failed &&
+			    pins_set(&pins, &st, k == M_HO_THREAD || k == M_HO_PROCESS)) {
+				bench_lat_fail(m[k].row, "cannot pin: %s", strerror(errno));
+				continue;
+			}
 			for (int b = 0; b < BLOCK && done[k] < total && !m[k].row->failed; b++) {
 				double us;
 				if (one_wake(&st, &m[k], &us))
@@ -243,14 +343,19 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 				more = 1;
 		}
 	}
+	if (pins_set(&pins, &st, 0))
+		fprintf(stderr, "cuflag-bench: cannot unpin: %s\n", strerror(errno));
 	storer_stop(&st);
 	inproc_scanner_stop(m[M_INPROC].sc);
+	handoff_stop(m[M_HO_THREAD].ho);
+	handoff_stop(m[M_HO_PROCESS].ho);
 	cuflag_slot_release(m[M_CUFLAGD].slot);
 	cuflag_disconnect(c);
 	close(direct_efd);
 	close(inproc_efd);
+	/* A machine without two CPUs to pin to has no handoff rows; not a failure. */
 	for (int k = 0; k < M_COUNT; k++)
-		failed |= m[k].row->failed;
+		failed |= m[k].row->failed && (k < M_HO_THREAD || pins.storer_cpu >= 0);
 	return failed ? -1 : 0;
 }
 
@@ -482,6 +587,9 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 	bench_ratio_lat(r, "cuflagd_p50/inproc-scanner_p50", "cuflagd", "inproc-scanner", 0);
 	bench_ratio_lat(r, "cuflagd_p99/eventfd-direct_p99", "cuflagd", "eventfd-direct", 1);
 	bench_ratio_lat(r, "cuflagd_p99/inproc-scanner_p99", "cuflagd", "inproc-scanner", 1);
+	bench_ratio_lat(r, "handoff-process_p50/handoff-thread_p50", "handoff-process",
+			"handoff-thread", 0);
+	bench_ratio_lat(r, "cuflagd_p50/handoff-process_p50", "cuflagd", "handoff-process", 0);
 	if (r->scale.ran)
 		bench_ratio_lat(r, r->scale.ratio, r->scale.row, "scale-1x1", 0);
 	return failed;
