@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GPU throughput: P worker processes x K streams, each stream running small
- * kernels, each kernel followed by the completion mechanism:
+ * kernels, each kernel followed by the completion mechanism (and then the
+ * same with nothing but the completions on the streams, the "-bare" rows:
+ * what the mechanism itself sustains when no kernel launch paces it):
  *   flag-ceiling  cuStreamWriteValue32 with nobody scanning (counted at the end)
  *   hostfunc      cuLaunchHostFunc writing the stream's eventfd
  *   cuflagd       cuflag_cuda_signal on the stream's slot
@@ -31,6 +33,8 @@
 #define STALL_MS 10000
 
 static const char *const tput_names[] = { "flag-ceiling", "hostfunc", "cuflagd" };
+static const char *const tput_bare_names[] = { "flag-ceiling-bare", "hostfunc-bare",
+					       "cuflagd-bare" };
 enum { T_CEILING, T_HOSTFN, T_CUFLAGD, T_COUNT };
 
 /* ---- the worker ---- */
@@ -130,7 +134,7 @@ static void wfail(struct bench_worker_result *res, const char *what, const char 
 		}                                                                          \
 	} while (0)
 
-static void worker(int mech, unsigned K, uint64_t per_stream, const char *sock,
+static void worker(int mech, int kernels, unsigned K, uint64_t per_stream, const char *sock,
 		   struct bench_worker_result *res)
 {
 	struct gpu_dev dev = { 0 };
@@ -213,7 +217,9 @@ static void worker(int mech, unsigned K, uint64_t per_stream, const char *sock,
 	for (uint64_t i = 1; i <= per_stream; i++) {
 		for (unsigned k = 0; k < K; k++) {
 			uint32_t t;
-			W_TRY(cu.cuLaunchKernel(dev.noop, 1, 1, 1, 1, 1, 1, 0, st[k], NULL, NULL));
+			if (kernels)
+				W_TRY(cu.cuLaunchKernel(dev.noop, 1, 1, 1, 1, 1, 1, 0, st[k], NULL,
+							NULL));
 			if (mech == T_CEILING) {
 				W_TRY(cu.cuStreamWriteValue32(st[k], flags_dptr + k * 64, (uint32_t)i, 0));
 			} else if (mech == T_HOSTFN) {
@@ -278,18 +284,19 @@ out:
 	free(slots);
 }
 
-/* argv: --gpu-worker MECH K PER_STREAM SOCKET; fds 3 ready, 4 go, 5 result. */
+/* argv: --gpu-worker MECH KERNELS K PER_STREAM SOCKET; fds 3 ready, 4 go, 5 result. */
 int bench_gpu_worker(int argc, char **argv)
 {
 	struct bench_worker_result res;
 	int mech;
 
-	if (argc != 6)
+	if (argc != 7)
 		return 2;
 	mech = atoi(argv[2]);
 	if (mech < 0 || mech >= T_COUNT)
 		return 2;
-	worker(mech, (unsigned)atoi(argv[3]), strtoull(argv[4], NULL, 10), argv[5], &res);
+	worker(mech, atoi(argv[3]) != 0, (unsigned)atoi(argv[4]), strtoull(argv[5], NULL, 10),
+	       argv[6], &res);
 	return write(RESULT_FD, &res, sizeof(res)) == sizeof(res) ? 0 : 1;
 }
 
@@ -314,13 +321,14 @@ static void spawn_worker(unsigned i, int ready_fd, int go_fd, int result_fd, voi
 }
 
 static void run_mech(const struct bench_opts *o, struct bench_report *r,
-		     const struct bench_daemon *d, int mech)
+		     const struct bench_daemon *d, int mech, int kernels)
 {
-	struct bench_tput *t = bench_tput_add(r, tput_names[mech]);
+	struct bench_tput *t = bench_tput_add(r, (kernels ? tput_names : tput_bare_names)[mech]);
 	unsigned K = o->streams;
 	uint64_t per_stream = (o->completions + K - 1) / K;
 	char mech_s[8], k_s[16], n_s[32];
-	const char *argv[] = { o->self, "--gpu-worker", mech_s, k_s, n_s, d->sock, NULL };
+	const char *argv[] = { o->self, "--gpu-worker", mech_s, kernels ? "1" : "0", k_s, n_s,
+			       d->sock, NULL };
 	struct spawn_args a = { argv };
 	double cpu_ms;
 
@@ -331,7 +339,8 @@ static void run_mech(const struct bench_opts *o, struct bench_report *r,
 	/* CUDA start-up takes a while: a minute to get ready, two to run. */
 	cpu_ms = bench_fleet_run(t, d, o->clients, spawn_worker, &a, per_stream * K * o->clients,
 				 60, 120);
-	if (mech == T_CUFLAGD && !t->failed && cpu_ms >= 0) {
+	/* The daemon's CPU per completion is read from the run with kernels. */
+	if (mech == T_CUFLAGD && kernels && !t->failed && cpu_ms >= 0) {
 		t->daemon_cpu_ms = cpu_ms;
 		r->have_daemon_cpu = 1;
 		r->us_per_completion = cpu_ms * 1000.0 / (double)t->completions;
@@ -341,6 +350,7 @@ static void run_mech(const struct bench_opts *o, struct bench_report *r,
 void gpu_throughput(const struct bench_opts *o, struct bench_report *r,
 		    const struct bench_daemon *d)
 {
-	for (int m = 0; m < T_COUNT; m++)
-		run_mech(o, r, d, m);
+	for (int kernels = 1; kernels >= 0; kernels--)
+		for (int m = 0; m < T_COUNT; m++)
+			run_mech(o, r, d, m, kernels);
 }

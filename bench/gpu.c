@@ -467,5 +467,9 @@ int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 	bench_ratio_lat(r, "cuflagd_p50/inproc-scanner_p50", "cuflagd", "inproc-scanner", 0);
 	bench_ratio_tput(r, "throughput_cuflagd/hostfunc", "cuflagd", "hostfunc");
 	bench_ratio_tput(r, "throughput_cuflagd/ceiling", "cuflagd", "flag-ceiling");
+	bench_ratio_tput(r, "throughput_cuflagd-bare/hostfunc-bare", "cuflagd-bare",
+			 "hostfunc-bare");
+	bench_ratio_tput(r, "throughput_cuflagd-bare/ceiling-bare", "cuflagd-bare",
+			 "flag-ceiling-bare");
 	return failed;
 }

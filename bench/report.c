@@ -30,31 +30,31 @@ void bench_print_text(const struct bench_report *cr)
 
 	printf("cuflag-bench --mode %s\n\n", r->mode);
 	printf("Wake latency (us)\n");
-	printf("  %-16s %9s %9s %9s %9s %7s\n", "mechanism", "p50", "p90", "p99", "max", "n");
+	printf("  %-17s %9s %9s %9s %9s %7s\n", "mechanism", "p50", "p90", "p99", "max", "n");
 	for (size_t i = 0; i < r->nlat; i++) {
 		struct bench_lat *l = &r->lat[i];
 		struct bench_pcts p;
 
 		if (l->failed || !l->n) {
-			printf("  %-16s  not measured: %s\n", l->name, l->failed ? l->why : "no samples");
+			printf("  %-17s  not measured: %s\n", l->name, l->failed ? l->why : "no samples");
 			continue;
 		}
 		p = bench_lat_pcts(l);
-		printf("  %-16s %9.1f %9.1f %9.1f %9.1f %7zu\n", l->name, p.p50, p.p90, p.p99, p.max,
+		printf("  %-17s %9.1f %9.1f %9.1f %9.1f %7zu\n", l->name, p.p50, p.p90, p.p99, p.max,
 		       l->n);
 	}
 	if (r->ntput) {
 		printf("\nThroughput\n");
-		printf("  %-16s %5s %7s %11s %8s %12s %14s\n", "mechanism", "procs", unit,
+		printf("  %-17s %5s %7s %11s %8s %12s %14s\n", "mechanism", "procs", unit,
 		       "completions", "seconds", "per second", "daemon cpu ms");
 		for (size_t i = 0; i < r->ntput; i++) {
 			const struct bench_tput *t = &r->tput[i];
 
 			if (t->failed) {
-				printf("  %-16s  not measured: %s\n", t->name, t->why);
+				printf("  %-17s  not measured: %s\n", t->name, t->why);
 				continue;
 			}
-			printf("  %-16s %5u %7u %11llu %8.3f %12.0f ", t->name, t->procs, t->per_proc,
+			printf("  %-17s %5u %7u %11llu %8.3f %12.0f ", t->name, t->procs, t->per_proc,
 			       (unsigned long long)t->completions, t->seconds, t->per_s);
 			if (t->daemon_cpu_ms >= 0)
 				printf("%14.1f\n", t->daemon_cpu_ms);
