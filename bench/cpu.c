@@ -323,24 +323,31 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 	}
 	if (storer_start(&st))
 		return -1;
-	/* Turns of BLOCK wakes each, until every mechanism has its samples. */
-	for (int more = 1; more;) {
-		more = 0;
-		for (int k = 0; k < M_COUNT; k++) {
-			if (done[k] < total && !m[k].row->failed &&
-			    pins_set(&pins, &st, k == M_HO_THREAD || k == M_HO_PROCESS)) {
-				bench_lat_fail(m[k].row, "cannot pin: %s", strerror(errno));
-				continue;
+	/*
+	 * Turns of BLOCK wakes each, until every mechanism has its samples: first
+	 * the three unpinned rows, then the two pinned handoff rows (after them,
+	 * so that pinning never moves the threads of the unpinned rows).
+	 */
+	for (int phase = 0; phase < 2; phase++) {
+		int lo = phase ? M_HO_THREAD : 0, hi = phase ? M_COUNT : M_HO_THREAD;
+		if (phase && pins_set(&pins, &st, 1)) {
+			bench_lat_fail(m[M_HO_THREAD].row, "cannot pin: %s", strerror(errno));
+			bench_lat_fail(m[M_HO_PROCESS].row, "cannot pin: %s", strerror(errno));
+		}
+		for (int more = 1; more;) {
+			more = 0;
+			for (int k = lo; k < hi; k++) {
+				for (int b = 0; b < BLOCK && done[k] < total && !m[k].row->failed;
+				     b++) {
+					double us;
+					if (one_wake(&st, &m[k], &us))
+						break;
+					if (done[k]++ >= o->warmup)
+						m[k].row->us[m[k].row->n++] = us;
+				}
+				if (done[k] < total && !m[k].row->failed)
+					more = 1;
 			}
-			for (int b = 0; b < BLOCK && done[k] < total && !m[k].row->failed; b++) {
-				double us;
-				if (one_wake(&st, &m[k], &us))
-					break;
-				if (done[k]++ >= o->warmup)
-					m[k].row->us[m[k].row->n++] = us;
-			}
-			if (done[k] < total && !m[k].row->failed)
-				more = 1;
 		}
 	}
 	if (pins_set(&pins, &st, 0))

@@ -21,7 +21,7 @@ trap 'rm -rf "$dir"' EXIT INT TERM
 cat "$dir/report.txt"
 
 plot=""
-for name in eventfd-direct inproc-scanner cuflagd; do
+for name in eventfd-direct inproc-scanner cuflagd handoff-thread handoff-process; do
 	f="$dir/$name.txt"
 	[ -s "$f" ] || continue
 	n=$(wc -l <"$f")
