@@ -46,6 +46,7 @@ struct cuflag_client {
 
 	/* --slab cuda-ipc: the imported flags allocation (c->flags points in it). */
 	uint64_t ipc_va, ipc_size, ipc_handle;
+	unsigned fork_gen;        /* cuflag__fork_gen() when connected */
 };
 
 struct cuflag_slot {
@@ -102,6 +103,20 @@ void cuflag__forget_waits(struct cuflag_client *c);
 
 /* Free a slot's local resources (fds, memory), without telling the daemon. */
 void cuflag__slot_free(struct cuflag_slot *s);
+
+/*
+ * A client belongs to the process that connected it. A child of fork(2)
+ * shares the parent's socket, arm queue and eventfds: requests from both would
+ * mix on the socket, two producers would corrupt the queue, and a read of an
+ * eventfd would take the parent's completions. So in the child every call that
+ * would touch them returns -ECHILD, and releasing or disconnecting only frees
+ * the child's copies. cuflag__forked() is one load and one compare.
+ */
+unsigned cuflag__fork_gen(void);
+static inline int cuflag__forked(const struct cuflag_client *c)
+{
+	return c->fork_gen != cuflag__fork_gen();
+}
 
 #define CUFLAG_EXPORT __attribute__((visibility("default")))
 

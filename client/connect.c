@@ -188,9 +188,31 @@ static int open_socket(const char *path)
 	return fd;
 }
 
+/* Counts the forks this process descends from (see cuflag__forked). */
+static _Atomic unsigned fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+}
+
+static void watch_forks(void)
+{
+	/* Cannot fail for want of memory in glibc; if it did, forks go unseen. */
+	(void)pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+unsigned cuflag__fork_gen(void)
+{
+	return atomic_load_explicit(&fork_gen, memory_order_relaxed);
+}
+
 static void client_free(struct cuflag_client *c)
 {
-	cuflag__ipc_unmap(c);
+	/* A child of fork has no CUDA state of its own to undo. */
+	if (!cuflag__forked(c))
+		cuflag__ipc_unmap(c);
 	if (c->region)
 		munmap(c->region, c->layout.size);
 	if (c->dpage)
@@ -227,9 +249,11 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	if (strlen(socket_path) >= sizeof(c->path))
 		return -ENAMETOOLONG;
 
+	pthread_once(&fork_once, watch_forks);
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->fork_gen = cuflag__fork_gen();
 	c->wake_fd = c->region_fd = -1;
 	strcpy(c->path, socket_path);
 	pthread_mutex_init(&c->req_lock, NULL);
@@ -282,7 +306,7 @@ CUFLAG_EXPORT void cuflag_disconnect(cuflag_client *c)
 		c->slots = s->next_slot;
 		cuflag__slot_free(s);
 	}
-	if (c->cuda_fini)
+	if (c->cuda_fini && !cuflag__forked(c))
 		c->cuda_fini(c);
 	client_free(c);
 }
@@ -333,6 +357,8 @@ CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)
 
 	if (!c)
 		return -EINVAL;
+	if (cuflag__forked(c))
+		return -ECHILD;
 	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
 		return -EOPNOTSUPP;
 	sock = open_socket(c->path);

@@ -208,6 +208,8 @@ CUFLAG_EXPORT int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *
 
 	if (!s || !target)
 		return -EINVAL;
+	if (cuflag__forked(s->c))
+		return -ECHILD;
 	if (cuflag__cuda_load())
 		return -ENODEV;
 	cc = cuda_client_get(s->c);
@@ -254,6 +256,8 @@ CUFLAG_EXPORT int cuflag_cuda_check(cuflag_slot *s)
 {
 	if (!s)
 		return -EINVAL;
+	if (cuflag__forked(s->c))
+		return -ECHILD;
 	if (cuflag__cuda_load())
 		return 0; /* never signalled from CUDA: nothing can have faulted */
 	if (atomic_load(&s->fault))

@@ -75,15 +75,20 @@ static void slot_link(struct cuflag_client *c, struct cuflag_slot *s)
 	pthread_mutex_unlock(&c->slots_lock);
 }
 
-static void slot_unlink(struct cuflag_client *c, struct cuflag_slot *s)
+static void slot_unlink_locked(struct cuflag_client *c, struct cuflag_slot *s)
 {
-	pthread_mutex_lock(&c->slots_lock);
 	if (s->prev)
 		s->prev->next_slot = s->next_slot;
 	else
 		c->slots = s->next_slot;
 	if (s->next_slot)
 		s->next_slot->prev = s->prev;
+}
+
+static void slot_unlink(struct cuflag_client *c, struct cuflag_slot *s)
+{
+	pthread_mutex_lock(&c->slots_lock);
+	slot_unlink_locked(c, s);
 	pthread_mutex_unlock(&c->slots_lock);
 }
 
@@ -166,6 +171,8 @@ CUFLAG_EXPORT int cuflag_slots_acquire(cuflag_client *c, unsigned n, cuflag_slot
 
 	if (!c || !out || n == 0)
 		return -EINVAL;
+	if (cuflag__forked(c))
+		return -ECHILD;
 	while (done < n) {
 		unsigned k = n - done > CUFLAG_BATCH_MAX ? CUFLAG_BATCH_MAX : n - done;
 		rc = alloc_batch(c, k, out + done);
@@ -195,6 +202,13 @@ CUFLAG_EXPORT void cuflag_slot_release(cuflag_slot *s)
 {
 	if (!s)
 		return;
+	if (cuflag__forked(s->c)) {
+		/* The slot is the parent's: only this process's copies go. The lock
+		 * may have been held by a thread that fork did not copy. */
+		slot_unlink_locked(s->c, s);
+		cuflag__slot_free(s);
+		return;
+	}
 	slot_unlink(s->c, s);
 	/* A daemon that is gone has freed it already: nothing to report. */
 	(void)free_ids(s->c, &s->id, 1);
@@ -258,6 +272,8 @@ CUFLAG_EXPORT int cuflag_slot_arm(cuflag_slot *s, uint32_t *target)
 
 	if (!s || !target)
 		return -EINVAL;
+	if (cuflag__forked(s->c))
+		return -ECHILD; /* one producer per arm queue: the parent */
 	/* Reserved and published under the slot's lock: arms of one slot reach
 	 * the daemon in the order of their values. */
 	pthread_mutex_lock(&s->lock);
@@ -349,6 +365,8 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 
 	if (!s)
 		return -EINVAL;
+	if (cuflag__forked(s->c))
+		return -ECHILD; /* its epoll and eventfd are the parent's too */
 	if (reached(s, target))
 		return 0;
 	/* Waiting for a value never reserved would never end. */
@@ -441,6 +459,8 @@ CUFLAG_EXPORT int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions)
 
 	if (!s || !completions)
 		return -EINVAL;
+	if (cuflag__forked(s->c))
+		return -ECHILD;
 	n = read(__atomic_load_n(&s->efd, __ATOMIC_ACQUIRE), &v, sizeof(v));
 	if (n < 0)
 		return -errno;
@@ -460,6 +480,8 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 
 	if (!s || efd < 0)
 		return -EINVAL;
+	if (cuflag__forked(s->c))
+		return -ECHILD;
 	mine = fcntl(efd, F_DUPFD_CLOEXEC, 0);
 	if (mine < 0)
 		return -errno;

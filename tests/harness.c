@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -13,6 +14,18 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "cuflag/cuflag.h"
+
+uint64_t consume_blocking(struct cuflag_slot *s)
+{
+	struct pollfd p = { .fd = cuflag_slot_fd(s), .events = POLLIN };
+	uint64_t n = 0;
+
+	CHECK(poll(&p, 1, 2000) == 1);
+	CHECK_RC(cuflag_slot_consume(s, &n));
+	return n;
+}
 
 uint64_t now_ns(void)
 {

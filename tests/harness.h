@@ -43,6 +43,11 @@ int wait_until(int (*pred)(void *), void *arg, int timeout_ms);
 
 uint64_t now_ns(void);
 
+struct cuflag_slot;
+/* Completions in a slot's eventfd once it becomes readable (waits up to 2 s;
+ * aborts if nothing arrives). */
+uint64_t consume_blocking(struct cuflag_slot *s);
+
 /* A simulated device write: an aligned 32-bit store with release order. */
 static inline void sim_store(volatile uint32_t *flag, uint32_t v)
 {

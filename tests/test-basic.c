@@ -17,17 +17,6 @@
 
 static struct daemon_proc d;
 
-/* Completions in the eventfd after it becomes readable (waits up to 2 s). */
-static uint64_t consume_blocking(cuflag_slot *s)
-{
-	struct pollfd p = { .fd = cuflag_slot_fd(s), .events = POLLIN };
-	uint64_t n = 0;
-
-	CHECK(poll(&p, 1, 2000) == 1);
-	CHECK_RC(cuflag_slot_consume(s, &n));
-	return n;
-}
-
 /* Nothing more arrives within ms. */
 static void expect_quiet(cuflag_slot *s, int ms)
 {

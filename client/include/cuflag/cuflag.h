@@ -14,6 +14,14 @@
  * otherwise. Every function may be called from several threads at once on
  * the same client and the same slot, except that cuflag_disconnect() and
  * cuflag_slot_release() must not race other calls on what they free.
+ *
+ * A client belongs to the process that connected it. In a child of fork(2)
+ * the inherited client and its slots answer -ECHILD to every call that would
+ * use the parent's connection, arm queue or eventfds (acquire, arm, wait,
+ * consume, bind, reconnect, the CUDA calls); cuflag_slot_release() and
+ * cuflag_disconnect() there free only the child's copies and leave the
+ * parent's slots alone. The getters (fds, flag, id, epoch) still answer.
+ * A child connects anew to get slots of its own.
  */
 #ifndef CUFLAG_CUFLAG_H
 #define CUFLAG_CUFLAG_H
@@ -72,7 +80,8 @@ CUFLAG_API void cuflag_disconnect(cuflag_client *c);
  * reply stay counted against this client until it disconnects), -ENOMEM,
  * -ENOTCONN / -EPIPE (the
  * daemon hung up), -ETIMEDOUT (no answer within 5 s), -EPROTO / -EBADMSG
- * (malformed reply).
+ * (malformed reply), -ECHILD (the client was connected by the parent of this
+ * process; see above).
  */
 CUFLAG_API int cuflag_slot_acquire(cuflag_client *c, cuflag_slot **out);
 
@@ -118,7 +127,8 @@ CUFLAG_API int cuflag_slot_id(const cuflag_slot *s);
  * No system call while the daemon's scanner is awake; one eventfd write to
  * wake it when it is parked. When the arm queue is full the call waits for
  * the scanner to drain it.
- * Return: 0, or -ENOTCONN (the daemon hung up while the queue was full).
+ * Return: 0, or -ENOTCONN (the daemon hung up while the queue was full),
+ * -ECHILD (the client was connected by the parent of this process).
  */
 CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
 
@@ -134,7 +144,8 @@ CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
  * wait answers "has this value landed", consume "how many landed since I last
  * asked".
  * If the daemon goes away, the wait goes on by checking the flag itself.
- * Return: 0, -ETIMEDOUT, -EINVAL (@target was never armed on this slot), or
+ * Return: 0, -ETIMEDOUT, -EINVAL (@target was never armed on this slot),
+ * -ECHILD (the client was connected by the parent of this process), or
  * the error that ended the wait (-EIO when a device fault stopped the work
  * the slot was waiting for; see cuflag_cuda.h).
  */
@@ -152,7 +163,8 @@ CUFLAG_API int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigned s
 /**
  * cuflag_slot_consume() - read and reset the slot's completion counter.
  * @completions: receives the completions signalled since the last consume.
- * Non-blocking. Return: 0, -EAGAIN when none, or an errno from read(2).
+ * Non-blocking. Return: 0, -EAGAIN when none, -ECHILD (the client was
+ * connected by the parent of this process), or an errno from read(2).
  */
 CUFLAG_API int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions);
 
@@ -162,7 +174,7 @@ CUFLAG_API int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions);
  * with your copy); the slot's own eventfd is closed and cuflag_slot_fd()
  * returns a duplicate of @efd that the slot owns. @efd stays yours.
  * Return: 0, -EBADF (@efd is not an eventfd), or a request error as
- * cuflag_slot_acquire().
+ * cuflag_slot_acquire() (-ECHILD included).
  */
 CUFLAG_API int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd);
 
@@ -191,7 +203,8 @@ CUFLAG_API int cuflag_client_fd(const cuflag_client *c);
  * (the daemon runs --slab cuda-ipc, whose regions cannot be handed back),
  * -EINVAL (the new daemon's settings give another region layout), -EPROTO
  * (the daemon answered with another layout), -EUSERS, -EBUSY, -ENOMEM,
- * -ETIMEDOUT, -EBADMSG.
+ * -ETIMEDOUT, -EBADMSG, -ECHILD (the client was connected by the parent of
+ * this process).
  */
 CUFLAG_API int cuflag_reconnect(cuflag_client *c);
 

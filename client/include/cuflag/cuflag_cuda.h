@@ -42,7 +42,8 @@ extern "C" {
  * argument), -ENODEV (no current context for the
  * stream, or the pages cannot be mapped for this device), -EIO (the driver
  * refused both the write and the host function; the slot is not armed),
- * -ENOMEM, or an error of cuflag_slot_arm().
+ * -ENOMEM, -ECHILD (the slot's client was connected by the parent of this
+ * process), or an error of cuflag_slot_arm().
  */
 CUFLAG_API int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *target);
 
@@ -51,7 +52,8 @@ CUFLAG_API int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *tar
  * Checks the stream of the slot's last cuflag_cuda_signal() (non-blocking).
  * Return: 0 (no fault seen, or the slot was never signalled from CUDA),
  * -EIO (the stream's context has faulted: the flag will not advance),
- * -EINVAL (NULL slot), -ENOSYS (built without CUDA).
+ * -EINVAL (NULL slot), -ENOSYS (built without CUDA), -ECHILD (the slot's client
+ * was connected by the parent of this process).
  */
 CUFLAG_API int cuflag_cuda_check(cuflag_slot *s);
 
