@@ -34,6 +34,11 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * Whether the daemon accepts connections. The probe hangs up and waits until
+ * the daemon has closed its end too, so that a test taking the daemon's fd
+ * count right after start does not count the probe.
+ */
 static int can_connect(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -42,6 +47,13 @@ static int can_connect(const char *path)
 
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
 	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (ok && shutdown(fd, SHUT_WR) == 0) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		char b;
+		/* EOF once the daemon closed it; give up quietly after 5 s. */
+		while (poll(&p, 1, 5000) == 1 && recv(fd, &b, 1, MSG_DONTWAIT) > 0)
+			;
+	}
 	close(fd);
 	return ok;
 }
