@@ -23,6 +23,9 @@ static void usage(FILE *f)
 		"  --queue-size N            arm queue entries per client, power of two\n"
 		"                            (default 1024)\n"
 		"  --spin-us N               scanner spin budget before it parks (default 50)\n"
+		"  --pending-spin-ms N       with slots pending and none of them completing,\n"
+		"                            spin this long, then poll (default 10; 0: spin)\n"
+		"  --pending-poll-us N       the poll interval then (default 250)\n"
 		"  --msg-rate N              requests per second per client (default 20000)\n"
 		"  --slab memfd|cuda-ipc     how client regions are backed (default memfd)\n"
 		"  --log-level LEVEL         err, warning, notice, info, debug (default info)\n"
@@ -49,8 +52,8 @@ static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max,
 
 int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 {
-	enum { O_SOCKET = 256, O_MAXC, O_MAXUID, O_SLOTS, O_QUEUE, O_SPIN, O_RATE, O_SLAB,
-	       O_LOG, O_HOOKS, O_VERSION };
+	enum { O_SOCKET = 256, O_MAXC, O_MAXUID, O_SLOTS, O_QUEUE, O_SPIN, O_PSPIN, O_PPOLL,
+	       O_RATE, O_SLAB, O_LOG, O_HOOKS, O_VERSION };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "max-clients", required_argument, NULL, O_MAXC },
@@ -58,6 +61,8 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		{ "slots-per-client", required_argument, NULL, O_SLOTS },
 		{ "queue-size", required_argument, NULL, O_QUEUE },
 		{ "spin-us", required_argument, NULL, O_SPIN },
+		{ "pending-spin-ms", required_argument, NULL, O_PSPIN },
+		{ "pending-poll-us", required_argument, NULL, O_PPOLL },
 		{ "msg-rate", required_argument, NULL, O_RATE },
 		{ "slab", required_argument, NULL, O_SLAB },
 		{ "log-level", required_argument, NULL, O_LOG },
@@ -74,6 +79,8 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		.slots_per_client = 1024,
 		.queue_size = 1024,
 		.spin_us = 50,
+		.pending_spin_ms = 10,
+		.pending_poll_us = 250,
 		.msg_rate = 20000,
 		.slab = CUFLAG_SLAB_MEMFD,
 	};
@@ -117,6 +124,16 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 			if (parse_u64("--spin-us", optarg, 0, 10000000, &v))
 				return -EINVAL;
 			cfg->spin_us = v;
+			break;
+		case O_PSPIN:
+			if (parse_u64("--pending-spin-ms", optarg, 0, 3600000, &v))
+				return -EINVAL;
+			cfg->pending_spin_ms = v;
+			break;
+		case O_PPOLL:
+			if (parse_u64("--pending-poll-us", optarg, 1, 1000000, &v))
+				return -EINVAL;
+			cfg->pending_poll_us = v;
 			break;
 		case O_RATE:
 			if (parse_u64("--msg-rate", optarg, 1, 100000000, &v))

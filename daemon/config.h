@@ -14,6 +14,9 @@ struct cuflagd_config {
 	uint32_t slots_per_client;   /* flags per region */
 	uint32_t queue_size;         /* arm queue entries per region (power of two) */
 	uint64_t spin_us;            /* scanner spin budget before it parks */
+	uint64_t pending_spin_ms;    /* spin while pending slots make no progress
+				      * (0: for ever), then poll */
+	uint64_t pending_poll_us;    /* the poll interval then */
 	uint32_t msg_rate;           /* requests per second per client before refusal */
 	int slab;                    /* enum cuflag_slab_kind */
 	int test_hooks;              /* SIGUSR1 freezes the scanner (tests only) */

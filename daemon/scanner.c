@@ -15,7 +15,7 @@
 struct scanner {
 	pthread_t thread;
 	struct cuflag_daemon_page *dpage;
-	uint64_t spin_ns;
+	struct scanner_timing t;
 
 	/* Handoff from the main thread. */
 	pthread_mutex_t lock;
@@ -104,7 +104,7 @@ static void done_push(struct scanner *sc, struct scan_cmd *c)
 		log_err("scanner: cannot signal the main loop: %s", strerror(errno));
 }
 
-static void drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd);
+static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd);
 
 /* Whether no device write can still land in s: the flag reached all armed. */
 static int slot_settled(const struct scan_slot *s)
@@ -227,8 +227,9 @@ static void process_cmds(struct scanner *sc)
  * command (the client can arm as soon as it has the reply): then stop here and
  * retry after the commands; the tail was read before cmd_pending, so any
  * command that preceded the arm is visible by then.
+ * Returns whether it took any entry.
  */
-static void drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
+static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 {
 	uint32_t tail = atomic_load_explicit(ss->tail, memory_order_acquire);
 	uint32_t head = ss->head_local;
@@ -236,13 +237,13 @@ static void drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 	uint32_t mask = ss->layout.queue_cap - 1;
 
 	if (!avail || atomic_load_explicit(&ss->broken, memory_order_relaxed))
-		return;
+		return 0;
 	if (avail > ss->layout.queue_cap) {
 		/* The client wrote an impossible tail: stop reading its queue. */
 		if (!atomic_exchange_explicit(&ss->broken, 1, memory_order_relaxed))
 			atomic_fetch_add_explicit(&ss->n_bad, 1, memory_order_relaxed);
 		ss->head_local = tail;
-		return;
+		return 0;
 	}
 	for (; head != tail; head++) {
 		struct cuflag_arm a;
@@ -274,8 +275,10 @@ static void drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 		atomic_fetch_add_explicit(&ss->n_armed, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&sc->armed, 1, memory_order_relaxed);
 	}
+	avail = head != ss->head_local;
 	ss->head_local = head;
 	atomic_store_explicit(ss->head, head, memory_order_release);
+	return (int)avail;
 }
 
 /* Signal every pending slot whose flag advanced. Returns completions written. */
@@ -352,13 +355,29 @@ static int work_waiting(struct scanner *sc)
 	return 0;
 }
 
+/* Block in the park set, at most timeout_ns (0: for ever). */
+static int park_wait(struct scanner *sc, struct epoll_event *ev, int max, uint64_t timeout_ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(timeout_ns / 1000000000u),
+			       .tv_nsec = (long)(timeout_ns % 1000000000u) };
+	int n;
+
+	if (!timeout_ns)
+		return epoll_wait(sc->park_ep, ev, max, -1);
+	n = epoll_pwait2(sc->park_ep, ev, max, &ts, NULL);
+	if (n < 0 && errno == ENOSYS) /* before Linux 5.11: whole milliseconds */
+		n = epoll_wait(sc->park_ep, ev, max, (int)((timeout_ns + 999999) / 1000000));
+	return n;
+}
+
 /*
- * Park: publish PARKED, full fence, look again, then block. A client arms by
- * storing its tail, a full fence, then reading the state: one of the two
- * sides always sees the other, so either we see the arm here or the client
- * sees PARKED and writes its wake eventfd.
+ * Park: publish PARKED, full fence, look again, then block (at most
+ * timeout_ns; 0: until woken). A client arms by storing its tail, a full
+ * fence, then reading the state: one of the two sides always sees the other,
+ * so either we see the arm here or the client sees PARKED and writes its wake
+ * eventfd.
  */
-static void park(struct scanner *sc)
+static void park(struct scanner *sc, uint64_t timeout_ns)
 {
 	struct epoll_event ev[16];
 	int n;
@@ -371,7 +390,7 @@ static void park(struct scanner *sc)
 	}
 	atomic_fetch_add_explicit(&sc->parks, 1, memory_order_relaxed);
 	do
-		n = epoll_wait(sc->park_ep, ev, 16, -1);
+		n = park_wait(sc, ev, 16, timeout_ns);
 	while (n < 0 && errno == EINTR);
 	set_state(sc, CUFLAG_SCANNER_SPINNING);
 	for (int i = 0; i < n; i++) {
@@ -382,36 +401,75 @@ static void park(struct scanner *sc)
 	}
 }
 
+/*
+ * Slots pending and none of them progressing (a long kernel, a stream that
+ * will never signal): after pending_spin_ns of that, stop burning a core and
+ * look every pending_poll_ns instead, parked in the meantime so that an arm or
+ * a command still wakes the scanner at once. Any progress goes back to
+ * spinning. Returns whether the pass should end parked; *since and *passes
+ * are the loop's stall bookkeeping.
+ */
+static int stalled(struct scanner *sc, int progress, uint64_t *since, unsigned *passes)
+{
+	if (progress || !sc->t.pending_spin_ns) {
+		*passes = 0;
+		return 0;
+	}
+	if ((*passes)++ == 0) {
+		*since = cuflagd_now_ns();
+		return 0;
+	}
+	/* The clock is read now and then only; once stalled, every pass polls. */
+	if (*passes < 256)
+		return 0;
+	if (cuflagd_now_ns() - *since < sc->t.pending_spin_ns) {
+		*passes = 1;
+		return 0;
+	}
+	*passes = 256;
+	return 1;
+}
+
 static void *scanner_main(void *arg)
 {
 	struct scanner *sc = arg;
-	uint64_t idle_since = 0;
-	unsigned idle_passes = 0;
+	uint64_t idle_since = 0, stall_since = 0;
+	unsigned idle_passes = 0, stall_passes = 0;
 
 	while (!atomic_load_explicit(&sc->stop, memory_order_relaxed)) {
+		uint64_t before = sc->npending;
+		int progress = 0;
+
 		if (atomic_load_explicit(&sc->stuck, memory_order_relaxed)) {
 			cuflag_cpu_relax();
 			continue;
 		}
 		/* Tails before commands: see drain_queue. */
 		for (uint32_t i = 0; i < sc->nsessions; i++)
-			drain_queue(sc, sc->sessions[i], 0);
-		if (atomic_load_explicit(&sc->cmd_pending, memory_order_acquire))
+			progress |= drain_queue(sc, sc->sessions[i], 0);
+		if (atomic_load_explicit(&sc->cmd_pending, memory_order_acquire)) {
 			process_cmds(sc);
-		scan_pending(sc);
+			progress = 1;
+		}
+		if (scan_pending(sc) || sc->npending != before)
+			progress = 1;
 		atomic_fetch_add_explicit(&sc->passes, 1, memory_order_relaxed);
 
 		if (sc->npending) {
 			idle_passes = 0;
-			cuflag_cpu_relax();
+			if (stalled(sc, progress, &stall_since, &stall_passes))
+				park(sc, sc->t.pending_poll_ns);
+			else
+				cuflag_cpu_relax();
 			continue;
 		}
+		stall_passes = 0;
 		/* Nothing pending: spin for the budget, reading the clock only now and then. */
 		if (idle_passes++ == 0) {
 			idle_since = cuflagd_now_ns();
-		} else if ((idle_passes & 63) == 0 || sc->spin_ns == 0) {
-			if (cuflagd_now_ns() - idle_since >= sc->spin_ns) {
-				park(sc);
+		} else if ((idle_passes & 63) == 0 || sc->t.spin_ns == 0) {
+			if (cuflagd_now_ns() - idle_since >= sc->t.spin_ns) {
+				park(sc, 0);
 				idle_passes = 0;
 				continue;
 			}
@@ -426,7 +484,7 @@ static void *scanner_main(void *arg)
 /* ---------------------------------------------------------------- */
 
 int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
-		  uint64_t max_slots, uint64_t spin_ns)
+		  uint64_t max_slots, const struct scanner_timing *timing)
 {
 	struct scanner *sc = calloc(1, sizeof(*sc));
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -435,7 +493,7 @@ int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32
 	if (!sc)
 		return -ENOMEM;
 	sc->dpage = dpage;
-	sc->spin_ns = spin_ns;
+	sc->t = *timing;
 	sc->max_sessions = max_sessions;
 	sc->max_pending = max_slots;
 	sc->cmd_efd = sc->done_efd = sc->park_ep = -1;

@@ -89,14 +89,21 @@ struct scanner_stats {
 
 struct scanner;
 
+/* How the scanner spends its time when nothing happens. */
+struct scanner_timing {
+	uint64_t spin_ns;         /* nothing pending: spin this long, then park */
+	uint64_t pending_spin_ns; /* slots pending, none progressing: spin this long
+				   * (0: for ever), then look every pending_poll_ns */
+	uint64_t pending_poll_ns;
+};
+
 /*
  * Start the scanner thread. dpage: the daemon page it publishes its state in.
  * max_sessions and max_slots size its private arrays once, here: the loop
- * never allocates. spin_ns: how long it spins with nothing pending before it
- * parks. 0 or a negative errno.
+ * never allocates. 0 or a negative errno.
  */
 int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
-		  uint64_t max_slots, uint64_t spin_ns);
+		  uint64_t max_slots, const struct scanner_timing *timing);
 
 /* Stop and join the thread; every command not handed back is dropped. */
 void scanner_stop(struct scanner *sc);

@@ -304,6 +304,7 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	struct sigaction sa = { .sa_handler = on_sigusr2 };
 	struct itimerspec its = { .it_interval = { 0, TICK_MS * 1000000L },
 				  .it_value = { 0, TICK_MS * 1000000L } };
+	struct scanner_timing timing;
 	sigset_t mask;
 	int rc;
 
@@ -331,9 +332,11 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 		log_err("cannot create the daemon page: %s", strerror(-rc));
 		return rc;
 	}
+	timing.spin_ns = cfg->spin_us * 1000u;
+	timing.pending_spin_ns = cfg->pending_spin_ms * 1000000u;
+	timing.pending_poll_ns = cfg->pending_poll_us * 1000u;
 	rc = scanner_start(&srv->sc, srv->dp.page, cfg->max_clients,
-			   (uint64_t)cfg->max_clients * cfg->slots_per_client,
-			   cfg->spin_us * 1000u);
+			   (uint64_t)cfg->max_clients * cfg->slots_per_client, &timing);
 	if (rc) {
 		log_err("cannot start the scanner: %s", strerror(-rc));
 		return rc;

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Slots armed on work that does not complete for a long time: after
+ * --pending-spin-ms without progress the scanner stops spinning and looks
+ * every --pending-poll-us, parked in between. Checked here: its CPU use while
+ * a slot stays pending; the late completion still arrives, exactly once; an
+ * arm made meanwhile wakes it at once, and its completion is seen promptly;
+ * many pending slots across clients complete after a long stall, none lost.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuflag/cuflag.h"
+#include "cuflag-proto.h"
+#include "harness.h"
+
+/* The daemon's CPU over ms, as a share of one core. */
+static double cpu_share(const struct daemon_proc *d, int ms)
+{
+	uint64_t c0 = daemon_cpu_ns(d), t0 = now_ns();
+	usleep((useconds_t)ms * 1000);
+	return (double)(daemon_cpu_ns(d) - c0) / (double)(now_ns() - t0);
+}
+
+/* us from a store to the eventfd turning readable (aborts after 2 s). */
+static double store_to_wake_us(cuflag_slot *s, uint32_t t)
+{
+	struct pollfd p = { .fd = cuflag_slot_fd(s), .events = POLLIN };
+	uint64_t t0 = now_ns();
+
+	sim_store(cuflag_slot_flag(s), t);
+	CHECK(poll(&p, 1, 2000) == 1);
+	return (double)(now_ns() - t0) / 1e3;
+}
+
+int main(void)
+{
+	const char *args[] = { "--pending-spin-ms", "20", "--pending-poll-us", "500", NULL };
+	struct cuflag_msg_stats_reply st;
+	struct daemon_proc d;
+	cuflag_client *c[4];
+	cuflag_slot *s[4][16], *quick;
+	uint32_t t[4][16], tq, tl;
+	double share, us;
+
+	daemon_start(&d, 0, args);
+	for (int i = 0; i < 4; i++) {
+		CHECK_RC(cuflag_connect(d.sock, &c[i]));
+		CHECK_RC(cuflag_slots_acquire(c[i], 16, s[i]));
+	}
+	CHECK_RC(cuflag_slot_acquire(c[0], &quick));
+
+	/* 64 slots armed, nothing completes: past 20 ms the scanner polls. */
+	for (int i = 0; i < 4; i++)
+		for (int k = 0; k < 16; k++)
+			CHECK_RC(cuflag_slot_arm(s[i][k], &t[i][k]));
+	usleep(100000);
+	share = cpu_share(&d, 500);
+	daemon_stats(&d, &st);
+	printf("pending: %.1f%% of a core with 64 slots pending and none completing\n",
+	       share * 100);
+	CHECK(st.pending == 64);
+	CHECK(share < 0.2);
+
+	/* An arm meanwhile wakes it, and its completion comes at once. */
+	CHECK_RC(cuflag_slot_arm(quick, &tq));
+	us = store_to_wake_us(quick, tq);
+	printf("pending: a new arm's completion during the stall took %.1f us\n", us);
+	CHECK(consume_blocking(quick) == 1);
+
+	/* One late completion: seen within the poll interval (bounded loosely:
+	 * a loaded machine may be slow to run the daemon at all). */
+	usleep(100000);
+	us = store_to_wake_us(s[2][7], t[2][7]);
+	printf("pending: a completion after a 100 ms stall took %.1f us\n", us);
+	CHECK(us < 500000);
+	CHECK(consume_blocking(s[2][7]) == 1);
+
+	/* The rest land at once, after a stall: every one counted once. */
+	usleep(100000);
+	for (int i = 0; i < 4; i++)
+		for (int k = 0; k < 16; k++)
+			if (!(i == 2 && k == 7))
+				sim_store(cuflag_slot_flag(s[i][k]), t[i][k]);
+	for (int i = 0; i < 4; i++)
+		for (int k = 0; k < 16; k++) {
+			uint64_t n;
+			if (i == 2 && k == 7) {
+				CHECK(cuflag_slot_consume(s[i][k], &n) == -EAGAIN);
+				continue;
+			}
+			CHECK_RC(cuflag_slot_wait(s[i][k], t[i][k], 2000));
+			CHECK(consume_blocking(s[i][k]) == 1);
+		}
+	daemon_stats(&d, &st);
+	CHECK(st.pending == 0);
+
+	/* And the next arm after all that is served as fast as ever. */
+	CHECK_RC(cuflag_slot_arm(s[0][0], &tl));
+	us = store_to_wake_us(s[0][0], tl);
+	printf("pending: the next completion took %.1f us\n", us);
+	CHECK(consume_blocking(s[0][0]) == 1);
+
+	for (int i = 0; i < 4; i++)
+		cuflag_disconnect(c[i]);
+	CHECK(daemon_stop(&d) == 0);
+	printf("pending: ok\n");
+	return 0;
+}
