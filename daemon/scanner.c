@@ -123,9 +123,13 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 	switch (c->op) {
 	case SCAN_ADD_SESSION: {
 		/* The park set is the scanner's alone: it adds and removes the
-		 * session's wake fd itself, so it never reads one that the main
-		 * thread has closed (and whose number may already be reused). */
-		struct epoll_event ev = { .events = EPOLLIN, .data.fd = ss->wake_fd };
+		 * session's wake fd itself, so it never polls one that the main
+		 * thread has closed (and whose number may already be reused).
+		 * Edge-triggered, and never read: the client shares the file
+		 * description, so it can clear O_NONBLOCK and drain the counter
+		 * between our epoll_wait and a read, which would then block the
+		 * scanner for ever. Every write of the client is a new edge. */
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.fd = ss->wake_fd };
 		if (epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, ss->wake_fd, &ev) < 0) {
 			/* Its wakes would be lost: the main thread drops it. */
 			log_err("scanner: cannot watch a wake eventfd: %s", strerror(errno));
@@ -395,9 +399,11 @@ static void park(struct scanner *sc, uint64_t timeout_ns)
 	set_state(sc, CUFLAG_SCANNER_SPINNING);
 	for (int i = 0; i < n; i++) {
 		uint64_t v;
-		/* Reset the eventfd; a client may have closed its side, that is fine. */
-		if (read(ev[i].data.fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			continue;
+		/* Only the daemon's own command eventfd is read (level-triggered);
+		 * the clients' wake fds are edge-triggered and left alone. */
+		if (ev[i].data.fd == sc->cmd_efd &&
+		    read(sc->cmd_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			log_err("scanner: command eventfd: %s", strerror(errno));
 	}
 }
 

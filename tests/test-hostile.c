@@ -56,6 +56,7 @@ static struct {
 	_Atomic int failed; /* 0, or the step that went wrong */
 	_Atomic uint64_t armed, completed;
 	_Atomic uint64_t max_lat_ns; /* since the last good_reset_latency() */
+	_Atomic unsigned pause_us;   /* sleep between completions (0: none) */
 } good;
 
 static void good_note_latency(uint64_t ns)
@@ -105,6 +106,8 @@ static void *good_main(void *arg)
 			atomic_store(&good.failed, 4);
 			return NULL;
 		}
+		if (atomic_load(&good.pause_us))
+			usleep(atomic_load(&good.pause_us));
 	}
 	return NULL;
 }
@@ -1175,6 +1178,76 @@ static void test_blocking_eventfd(void)
 	stall_with(CUFLAG_BATCH_MAX, "64 slot eventfds made blocking and full");
 }
 
+/*
+ * A client clears O_NONBLOCK on its wake eventfd (shared with the daemon) and
+ * keeps writing and draining it from two threads. A scanner that read the
+ * wake fds after a park could find this one drained and block in read() for
+ * ever, and every client with it; the good client pauses between completions
+ * so that the scanner parks all the time.
+ */
+struct thief {
+	int fd;
+	_Atomic int stop;
+};
+
+static void *thief_write(void *arg)
+{
+	struct thief *t = arg;
+	uint64_t one = 1;
+
+	while (!atomic_load(&t->stop) && write(t->fd, &one, sizeof(one)) == sizeof(one))
+		;
+	return NULL;
+}
+
+static void *thief_read(void *arg)
+{
+	struct thief *t = arg;
+	uint64_t v;
+
+	while (!atomic_load(&t->stop) && read(t->fd, &v, sizeof(v)) == sizeof(v))
+		;
+	return NULL;
+}
+
+static void test_wake_thief(void)
+{
+	struct thief t = { .fd = -1 };
+	struct rawc r;
+	pthread_t w, rd[3];
+	uint64_t one = 1, want;
+	int fl;
+
+	rawc_open(&r);
+	t.fd = r.wake_fd;
+	fl = fcntl(t.fd, F_GETFL);
+	CHECK(fl >= 0 && fcntl(t.fd, F_SETFL, fl & ~O_NONBLOCK) == 0);
+	atomic_store(&good.pause_us, 200);
+	good_reset_latency();
+	CHECK(pthread_create(&w, NULL, thief_write, &t) == 0);
+	for (int i = 0; i < 3; i++)
+		CHECK(pthread_create(&rd[i], NULL, thief_read, &t) == 0);
+	want = atomic_load(&good.completed) + 5000;
+	CHECK(wait_until(good_progress_pred, &want, 20000));
+	atomic_store(&t.stop, 1);
+	CHECK(pthread_join(w, NULL) == 0);
+	/* A read drains every write before it: write until each reader is out. */
+	for (int i = 0; i < 3; i++)
+		while (pthread_tryjoin_np(rd[i], NULL) == EBUSY) {
+			CHECK(write(t.fd, &one, sizeof(one)) == sizeof(one));
+			usleep(1000);
+		}
+	atomic_store(&good.pause_us, 0);
+	CHECK(atomic_load(&good.failed) == 0);
+	printf("  %-52s good client's worst latency %.1f ms\n",
+	       "a wake eventfd made blocking, written and drained",
+	       (double)atomic_load(&good.max_lat_ns) / 1e6);
+	CHECK(atomic_load(&good.max_lat_ns) < GOOD_LATENCY_MAX_NS);
+	rawc_close(&r);
+	expect_fds_back();
+	good_check(100);
+}
+
 /* ---------------------------------------------------------------- */
 /* Too many connections; a client that never reads                   */
 /* ---------------------------------------------------------------- */
@@ -1291,6 +1364,7 @@ int main(void)
 	test_seals();
 	test_scribble();
 	test_blocking_eventfd();
+	test_wake_thief();
 	test_many_connections();
 	test_never_reads();
 	good_stop();
