@@ -2,10 +2,12 @@
 #include "scanner.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -31,6 +33,12 @@ struct scanner {
 	 * can clear O_NONBLOCK on its side of the eventfd and fill the counter, so
 	 * the main thread interrupts a write that takes too long (see server.c). */
 	_Atomic uint64_t write_since_ns;
+	/* Sends SIGUSR2 to the scanner thread every WRITE_TICK_NS while it is not
+	 * parked for good: a write to a non-blocking eventfd never sleeps, so the
+	 * only one the signal can cut short (EINTR) is one a client made block.
+	 * This bounds such a stall to a tick; the main loop's check is a backstop. */
+	timer_t write_tick;
+	int have_write_tick;
 
 	/* Scanner-private: sized once at start, never reallocated. */
 	struct scan_session **sessions;
@@ -41,6 +49,40 @@ struct scanner {
 	/* Counters (written by the scanner, read by anyone). */
 	_Atomic uint64_t passes, wakes, completions, parks, armed, bad_arms;
 };
+
+#define WRITE_TICK_NS 2000000u
+
+static void write_tick_set(struct scanner *sc, int on)
+{
+	struct itimerspec its = { 0 };
+
+	if (!sc->have_write_tick)
+		return;
+	if (on) {
+		its.it_value.tv_nsec = WRITE_TICK_NS;
+		its.it_interval.tv_nsec = WRITE_TICK_NS;
+	}
+	if (timer_settime(sc->write_tick, 0, &its, NULL) < 0)
+		log_err("scanner: write tick: %s", strerror(errno));
+}
+
+/* In the scanner thread: a timer that signals this thread only. */
+static void write_tick_start(struct scanner *sc)
+{
+	struct sigevent sev;
+
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = SIGUSR2;
+	sev._sigev_un._tid = gettid();
+	if (timer_create(CLOCK_MONOTONIC, &sev, &sc->write_tick) < 0) {
+		log_warn("scanner: no write tick (%s): a blocked write is cut after 50-300 ms",
+			    strerror(errno));
+		return;
+	}
+	sc->have_write_tick = 1;
+	write_tick_set(sc, 1);
+}
 
 static void set_state(struct scanner *sc, uint32_t st)
 {
@@ -393,9 +435,15 @@ static void park(struct scanner *sc, uint64_t timeout_ns)
 		return;
 	}
 	atomic_fetch_add_explicit(&sc->parks, 1, memory_order_relaxed);
+	/* Parked for good: no tick, so an idle daemon is not woken 500 times a
+	 * second. A timed park keeps it (the wait just resumes on EINTR). */
+	if (!timeout_ns)
+		write_tick_set(sc, 0);
 	do
 		n = park_wait(sc, ev, 16, timeout_ns);
 	while (n < 0 && errno == EINTR);
+	if (!timeout_ns)
+		write_tick_set(sc, 1);
 	set_state(sc, CUFLAG_SCANNER_SPINNING);
 	for (int i = 0; i < n; i++) {
 		uint64_t v;
@@ -442,6 +490,8 @@ static void *scanner_main(void *arg)
 	uint64_t idle_since = 0, stall_since = 0;
 	unsigned idle_passes = 0, stall_passes = 0;
 
+	write_tick_start(sc);
+
 	while (!atomic_load_explicit(&sc->stop, memory_order_relaxed)) {
 		uint64_t before = sc->npending;
 		int progress = 0;
@@ -482,6 +532,8 @@ static void *scanner_main(void *arg)
 		}
 		cuflag_cpu_relax();
 	}
+	if (sc->have_write_tick)
+		timer_delete(sc->write_tick);
 	return NULL;
 }
 

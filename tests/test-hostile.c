@@ -36,6 +36,9 @@
 #define QUEUE_SIZE 64
 /* Longest a good completion may take while a hostile client does its worst. */
 #define GOOD_LATENCY_MAX_NS (1000u * 1000000u)
+/* A write a client made block is cut within the scanner's 2 ms tick; the
+ * main loop's backstop alone would take 50-300 ms. */
+#define STALL_LATENCY_MAX_NS (100u * 1000000u)
 /* The daemon lets 20 client-triggered lines through per second; stay under. */
 #define LOG_PACE_NS (60u * 1000000u)
 
@@ -1136,7 +1139,7 @@ static void stall_with(unsigned nslots, const char *name)
 	CHECK(atomic_load(&good.failed) == 0);
 	uint64_t lat = atomic_load(&good.max_lat_ns);
 	printf("  %-52s dropped; good client's worst latency %.1f ms\n", name, (double)lat / 1e6);
-	CHECK(lat < GOOD_LATENCY_MAX_NS);
+	CHECK(lat < STALL_LATENCY_MAX_NS);
 	/* Nothing was added to a full counter. */
 	for (unsigned i = 0; i < nslots; i++) {
 		CHECK(read(efds[i], &v, sizeof(v)) == sizeof(v));
