@@ -373,6 +373,9 @@ static uint64_t scan_pending(struct scanner *sc)
 			} else {
 				/* A counter near 2^64 or a write cut short can only be the
 				 * client's doing: stop serving it, the main thread drops it. */
+				if (w < 0 && errno == EINTR)
+					atomic_store_explicit(&s->sess->stalled, 1,
+							      memory_order_relaxed);
 				atomic_store_explicit(&s->sess->broken, 1, memory_order_relaxed);
 				s->signalled = s->armed;
 			}

@@ -59,6 +59,7 @@ struct scan_session {
 	_Atomic uint64_t n_bad;     /* arms refused */
 	_Atomic uint32_t n_pending;
 	_Atomic int broken;         /* the queue indices are impossible: drop it */
+	_Atomic int stalled;        /* a write to one of its eventfds had to be cut */
 };
 
 enum scan_op {

@@ -208,11 +208,21 @@ static void on_tick(struct server *srv)
 
 	for (struct session *s = srv->sessions, *n; s; s = n) {
 		n = s->next;
-		if (s->scan && !s->dead && atomic_load(&s->scan->broken))
+		if (s->scan && !s->dead && atomic_load(&s->scan->stalled)) {
+			/* Every other client waited for that write: keep the user from
+			 * setting it up again at once (penalty.h). One line says both. */
+			char why[128];
+			uint64_t ms = penalty_strike(&srv->penalties, s->uid, now);
+			snprintf(why, sizeof(why),
+				 "eventfd made to block a write; new clients of this user "
+				 "refused for %llu s", (unsigned long long)(ms / 1000));
+			session_drop(srv, s, -EPROTO, why);
+		} else if (s->scan && !s->dead && atomic_load(&s->scan->broken)) {
 			session_drop(srv, s, -EPROTO,
 				     "arm queue corrupted or eventfd made unwritable");
-		else
+		} else {
 			session_expire_parked(srv, s, now);
+		}
 	}
 
 	/* Watchdog: ping only while the scanner makes passes or sits parked. */

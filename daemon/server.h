@@ -8,6 +8,7 @@
 #include "config.h"
 #include "log.h"
 #include "region.h"
+#include "penalty.h"
 #include "scanner.h"
 #include "session.h"
 
@@ -40,6 +41,7 @@ struct server {
 	uint64_t last_status_ms;
 	uint64_t last_wakes;
 	struct cuflagd_ratelimit rl;  /* lines a client can trigger */
+	struct uid_penalties penalties; /* users refused a while (penalty.h) */
 	int tag_listen, tag_signal, tag_timer, tag_scanner;
 };
 

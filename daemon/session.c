@@ -234,6 +234,9 @@ static int on_hello(struct server *srv, struct session *s, const struct cuflag_m
 			same_uid++;
 	if (same_uid >= cfg->max_clients_per_uid)
 		return refuse(srv, s, h, -EUSERS, "max-clients-per-uid reached");
+	if (penalty_left_ms(&srv->penalties, s->uid, cuflagd_now_ms()))
+		return refuse(srv, s, h, -EBUSY,
+			      "this user's clients are refused a while: one made a write block");
 	if (adopt && cfg->slab != CUFLAG_SLAB_MEMFD)
 		return refuse(srv, s, h, -EOPNOTSUPP, "RESUME needs --slab memfd");
 	if (adopt && !is_eventfd(adopt[1]))

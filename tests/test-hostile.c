@@ -1103,13 +1103,47 @@ static void test_scribble(void)
 	good_check(100);
 }
 
+/* HELLO on a fresh connection: the reply's status (fds it brought closed). */
+static int hello_status(void)
+{
+	struct cuflag_msg_hello h = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
+	struct msg m;
+	struct reply r;
+	int fd = raw_connect(), st;
+
+	msg_init(&m, CUFLAG_MSG_HELLO, &h, sizeof(h));
+	CHECK_RC(raw_send(fd, &m, NULL, 0));
+	CHECK(raw_recv(fd, &r) > 0);
+	st = r.h.status;
+	cuflag_close_fds(r.fds, r.nfds);
+	close(fd);
+	return st;
+}
+
+/* After a client made a write block, the user's new clients are refused
+ * (-EBUSY) for about ms, then accepted again. */
+static void expect_cooldown(uint64_t ms)
+{
+	uint64_t t0 = now_ns();
+	double waited;
+
+	CHECK(hello_status() == -EBUSY);
+	while (hello_status() == -EBUSY) {
+		CHECK(now_ns() - t0 < (ms + 3000) * 1000000ull);
+		usleep(20000);
+	}
+	waited = (double)(now_ns() - t0) / 1e6;
+	printf("  %-52s %.0f ms\n", "then the user's new clients refused for", waited);
+	CHECK(waited > (double)ms / 2);
+}
+
 /*
  * A client clears O_NONBLOCK on a slot eventfd (the flag lives in the file
  * description it shares with the daemon) and fills the counter: the
  * scanner's next write to it would block for ever. The daemon interrupts
  * it, drops the client, and the good client barely notices.
  */
-static void stall_with(unsigned nslots, const char *name)
+static void stall_with(unsigned nslots, const char *name, uint64_t cooldown_ms)
 {
 	struct cuflag_slot_grant g[CUFLAG_BATCH_MAX];
 	struct cuflag_msg_stats_reply st0, st1;
@@ -1149,14 +1183,16 @@ static void stall_with(unsigned nslots, const char *name)
 	CHECK(st1.dropped == st0.dropped + 1);
 	rawc_close(&r);
 	cuflag_close_fds(efds, nslots);
+	expect_log_line(mark, "eventfd made to block a write");
+	expect_cooldown(cooldown_ms);
 	expect_fds_back();
-	expect_log_line(mark, "eventfd made unwritable");
+	good_check(10);
 }
 
 static void test_blocking_eventfd(void)
 {
 	printf("blocking eventfd:\n");
-	stall_with(1, "one slot eventfd made blocking and full");
+	stall_with(1, "one slot eventfd made blocking and full", 1000);
 	/* The same made non-blocking again but full: the write fails at once. */
 	struct cuflag_slot_grant g;
 	struct rawc r;
@@ -1175,10 +1211,12 @@ static void test_blocking_eventfd(void)
 	expect_fds_back();
 	expect_log_line(mark, "eventfd made unwritable");
 	printf("  %-52s dropped\n", "one slot eventfd full (non-blocking)");
+	/* No write blocked: nobody waited, so no cool-down. */
+	CHECK(hello_status() == 0);
 	good_check(100);
 	/* Once the client is found broken, its other slots are not written:
 	 * a stall per slot would hold every other client for seconds. */
-	stall_with(CUFLAG_BATCH_MAX, "64 slot eventfds made blocking and full");
+	stall_with(CUFLAG_BATCH_MAX, "64 slot eventfds made blocking and full", 2000);
 }
 
 /*

@@ -14,6 +14,7 @@
 #include "cuflag-proto.h"
 #include "fdpass.h"
 #include "proto.h"
+#include "unit-run.h"
 
 static size_t build(uint8_t *buf, uint16_t type, const void *body, uint32_t blen, uint16_t nfds)
 {
@@ -300,27 +301,21 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("proto");
-	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
+	const TTest *tests[] = {
+		test_good_requests,
+		test_bad_type,
+		test_bad_length,
+		test_bad_fds,
+		test_bad_fields,
+		test_reply_checks,
+		test_fdpass_roundtrip,
+		test_fdpass_too_many_fds,
+		test_fdpass_no_fds_allowed,
+		test_fdpass_truncated_message,
+		test_layout_make_and_check,
+		test_layout_rejects,
+		NULL,
+	};
 
-	tcase_add_test(tc, test_good_requests);
-	tcase_add_test(tc, test_bad_type);
-	tcase_add_test(tc, test_bad_length);
-	tcase_add_test(tc, test_bad_fds);
-	tcase_add_test(tc, test_bad_fields);
-	tcase_add_test(tc, test_reply_checks);
-	tcase_add_test(tc, test_fdpass_roundtrip);
-	tcase_add_test(tc, test_fdpass_too_many_fds);
-	tcase_add_test(tc, test_fdpass_no_fds_allowed);
-	tcase_add_test(tc, test_fdpass_truncated_message);
-	tcase_add_test(tc, test_layout_make_and_check);
-	tcase_add_test(tc, test_layout_rejects);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run("proto", tests);
 }

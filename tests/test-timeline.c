@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "timeline.h"
+#include "unit-run.h"
 
 START_TEST(test_order)
 {
@@ -61,19 +62,13 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("timeline");
-	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
+	const TTest *tests[] = {
+		test_order,
+		test_wrap,
+		test_due_clamped_to_armed,
+		test_due_exhaustive_small,
+		NULL,
+	};
 
-	tcase_add_test(tc, test_order);
-	tcase_add_test(tc, test_wrap);
-	tcase_add_test(tc, test_due_clamped_to_armed);
-	tcase_add_test(tc, test_due_exhaustive_small);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run("timeline", tests);
 }

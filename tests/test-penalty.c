@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon's per-user cool-down after a client made a write block. */
+#undef NDEBUG
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "penalty.h"
+#include "unit-run.h"
+
+START_TEST(test_doubling)
+{
+	struct uid_penalties p = { 0 };
+	uint64_t t = 5000;
+
+	ck_assert_uint_eq(penalty_left_ms(&p, 1000, t), 0);
+	ck_assert_uint_eq(penalty_strike(&p, 1000, t), 1000);
+	ck_assert_uint_eq(penalty_left_ms(&p, 1000, t + 400), 600);
+	ck_assert_uint_eq(penalty_left_ms(&p, 1000, t + 1000), 0);
+	ck_assert_uint_eq(penalty_left_ms(&p, 1001, t + 400), 0); /* another user */
+	ck_assert_uint_eq(penalty_strike(&p, 1000, t + 2000), 2000);
+	ck_assert_uint_eq(penalty_strike(&p, 1000, t + 5000), 4000);
+	for (int i = 0; i < 10; i++)
+		t += 1000, penalty_strike(&p, 1000, t);
+	ck_assert_uint_eq(penalty_strike(&p, 1000, t), 60000); /* capped */
+	/* Ten quiet minutes: forgotten, back to 1 s. */
+	ck_assert_uint_eq(penalty_strike(&p, 1000, t + 11u * 60u * 1000u), 1000);
+}
+END_TEST
+
+START_TEST(test_table_full)
+{
+	struct uid_penalties p = { 0 };
+
+	/* More users than entries: the oldest is replaced, nothing grows. */
+	for (uid_t u = 0; u < 3 * PENALTY_USERS; u++)
+		ck_assert_uint_eq(penalty_strike(&p, u, 100 + u), 1000);
+	ck_assert_uint_gt(penalty_left_ms(&p, 3 * PENALTY_USERS - 1, 200), 0);
+	ck_assert_uint_eq(penalty_left_ms(&p, 0, 200), 0); /* replaced */
+	/* The newest user's second strike still doubles. */
+	ck_assert_uint_eq(penalty_strike(&p, 3 * PENALTY_USERS - 1, 300), 2000);
+}
+END_TEST
+
+int main(void)
+{
+	const TTest *tests[] = {
+		test_doubling,
+		test_table_full,
+		NULL,
+	};
+
+	return unit_run("penalty", tests);
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/* The main() every check unit test shares: one suite, one test case. */
+#ifndef CUFLAG_TEST_UNIT_RUN_H
+#define CUFLAG_TEST_UNIT_RUN_H
+
+#include <check.h>
+#include <stdlib.h>
+
+/* Run the tests of a NULL-terminated list as suite name; the exit status. */
+static inline int unit_run(const char *name, const TTest *const *tests)
+{
+	Suite *s = suite_create(name);
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	for (; *tests; tests++)
+		tcase_add_test(tc, *tests);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#endif
