@@ -134,16 +134,30 @@ static void done_push_locked(struct scanner *sc, struct scan_cmd *c)
 	sc->done_tail = c;
 }
 
-static void done_push(struct scanner *sc, struct scan_cmd *c)
+/* Ring the main loop: commands came back, or a client was found broken. */
+static void tell_main(struct scanner *sc)
 {
 	uint64_t one = 1;
 
-	pthread_mutex_lock(&sc->lock);
-	done_push_locked(sc, c);
-	pthread_mutex_unlock(&sc->lock);
 	/* Control path only; a full counter still leaves the fd readable. */
 	if (write(sc->done_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		log_err("scanner: cannot signal the main loop: %s", strerror(errno));
+}
+
+/* Mark a client broken: no more writes to it; the main loop drops it. */
+static void set_broken(struct scanner *sc, struct scan_session *ss)
+{
+	/* Release: a stalled flag stored before is seen with it. */
+	if (!atomic_exchange_explicit(&ss->broken, 1, memory_order_acq_rel))
+		tell_main(sc);
+}
+
+static void done_push(struct scanner *sc, struct scan_cmd *c)
+{
+	pthread_mutex_lock(&sc->lock);
+	done_push_locked(sc, c);
+	pthread_mutex_unlock(&sc->lock);
+	tell_main(sc);
 }
 
 static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd);
@@ -175,7 +189,7 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 		if (epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, ss->wake_fd, &ev) < 0) {
 			/* Its wakes would be lost: the main thread drops it. */
 			log_err("scanner: cannot watch a wake eventfd: %s", strerror(errno));
-			atomic_store_explicit(&ss->broken, 1, memory_order_relaxed);
+			set_broken(sc, ss);
 		} else {
 			ss->watched = 1;
 		}
@@ -286,8 +300,9 @@ static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 		return 0;
 	if (avail > ss->layout.queue_cap) {
 		/* The client wrote an impossible tail: stop reading its queue. */
-		if (!atomic_exchange_explicit(&ss->broken, 1, memory_order_relaxed))
+		if (!atomic_load_explicit(&ss->broken, memory_order_relaxed))
 			atomic_fetch_add_explicit(&ss->n_bad, 1, memory_order_relaxed);
+		set_broken(sc, ss);
 		ss->head_local = tail;
 		return 0;
 	}
@@ -376,7 +391,7 @@ static uint64_t scan_pending(struct scanner *sc)
 				if (w < 0 && errno == EINTR)
 					atomic_store_explicit(&s->sess->stalled, 1,
 							      memory_order_relaxed);
-				atomic_store_explicit(&s->sess->broken, 1, memory_order_relaxed);
+				set_broken(sc, s->sess);
 				s->signalled = s->armed;
 			}
 		}

@@ -176,6 +176,30 @@ static void on_accept(struct server *srv)
 	}
 }
 
+/* Drop the clients the scanner stopped serving (it marks them broken). */
+static void drop_broken(struct server *srv, uint64_t now)
+{
+	for (struct session *s = srv->sessions, *n; s; s = n) {
+		n = s->next;
+		/* broken first: the scanner sets stalled before it releases broken. */
+		if (!s->scan || s->dead || !atomic_load(&s->scan->broken))
+			continue;
+		if (atomic_load(&s->scan->stalled)) {
+			/* Every other client waited for that write: keep the user from
+			 * setting it up again at once (penalty.h). One line says both. */
+			char why[128];
+			uint64_t ms = penalty_strike(&srv->penalties, s->uid, now);
+			snprintf(why, sizeof(why),
+				 "eventfd made to block a write; new clients of this user "
+				 "refused for %llu s", (unsigned long long)(ms / 1000));
+			session_drop(srv, s, -EPROTO, why);
+		} else {
+			session_drop(srv, s, -EPROTO,
+				     "arm queue corrupted or eventfd made unwritable");
+		}
+	}
+}
+
 static void on_scanner_done(struct server *srv)
 {
 	struct scan_cmd *list = scanner_take_done(srv->sc);
@@ -185,6 +209,9 @@ static void on_scanner_done(struct server *srv)
 		list = list->next;
 		session_on_done(srv, c->owner, c);
 	}
+	/* The scanner also rings when it found a client broken: drop it now,
+	 * not at the next tick, so that its user's cool-down starts at once. */
+	drop_broken(srv, cuflagd_now_ms());
 }
 
 static void on_tick(struct server *srv)
@@ -206,23 +233,11 @@ static void on_tick(struct server *srv)
 	if (since && cuflagd_now_ns() - since > WRITE_STALL_NS)
 		pthread_kill(scanner_thread(srv->sc), SIGUSR2);
 
+	drop_broken(srv, now);
 	for (struct session *s = srv->sessions, *n; s; s = n) {
 		n = s->next;
-		if (s->scan && !s->dead && atomic_load(&s->scan->stalled)) {
-			/* Every other client waited for that write: keep the user from
-			 * setting it up again at once (penalty.h). One line says both. */
-			char why[128];
-			uint64_t ms = penalty_strike(&srv->penalties, s->uid, now);
-			snprintf(why, sizeof(why),
-				 "eventfd made to block a write; new clients of this user "
-				 "refused for %llu s", (unsigned long long)(ms / 1000));
-			session_drop(srv, s, -EPROTO, why);
-		} else if (s->scan && !s->dead && atomic_load(&s->scan->broken)) {
-			session_drop(srv, s, -EPROTO,
-				     "arm queue corrupted or eventfd made unwritable");
-		} else {
+		if (s->scan && !s->dead)
 			session_expire_parked(srv, s, now);
-		}
 	}
 
 	/* Watchdog: ping only while the scanner makes passes or sits parked. */
