@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "penalty.h"
 
+#define FREE_STRIKES 2u /* let go: one mistake, or a test, is not an attack */
 #define FIRST_MS 1000u
 #define MAX_MS 60000u
-#define FORGET_MS (10u * 60u * 1000u)
+#define FORGET_MS 60000u /* strikes further apart than this start over */
 
 uint64_t penalty_strike(struct uid_penalties *p, uid_t uid, uint64_t now_ms)
 {
@@ -25,7 +26,12 @@ uint64_t penalty_strike(struct uid_penalties *p, uid_t uid, uint64_t now_ms)
 		p->e[pick].strikes = 0;
 	p->e[pick].uid = uid;
 	p->e[pick].strikes++;
-	ms = p->e[pick].strikes > 7 ? MAX_MS : (uint64_t)FIRST_MS << (p->e[pick].strikes - 1);
+	if (p->e[pick].strikes <= FREE_STRIKES)
+		ms = 0;
+	else if (p->e[pick].strikes - FREE_STRIKES > 7)
+		ms = MAX_MS;
+	else
+		ms = (uint64_t)FIRST_MS << (p->e[pick].strikes - FREE_STRIKES - 1);
 	if (ms > MAX_MS)
 		ms = MAX_MS;
 	p->e[pick].until_ms = now_ms + ms;

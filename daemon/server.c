@@ -187,11 +187,13 @@ static void drop_broken(struct server *srv, uint64_t now)
 		if (atomic_load(&s->scan->stalled)) {
 			/* Every other client waited for that write: keep the user from
 			 * setting it up again at once (penalty.h). One line says both. */
-			char why[128];
+			char why[128] = "eventfd made to block a write";
 			uint64_t ms = penalty_strike(&srv->penalties, s->uid, now);
-			snprintf(why, sizeof(why),
-				 "eventfd made to block a write; new clients of this user "
-				 "refused for %llu s", (unsigned long long)(ms / 1000));
+			if (ms)
+				snprintf(why, sizeof(why),
+					 "eventfd made to block a write, again; new clients of "
+					 "this user refused for %llu s",
+					 (unsigned long long)(ms / 1000));
 			session_drop(srv, s, -EPROTO, why);
 		} else {
 			session_drop(srv, s, -EPROTO,

@@ -58,10 +58,10 @@ typedef struct cuflag_slot cuflag_slot;
  * allowed to use the socket: join group cuflag), -ENAMETOOLONG (path too long),
  * -EPROTONOSUPPORT (no protocol version in common), -ENODEV (the daemon runs
  * with --slab cuda-ipc and this process cannot use CUDA), -EUSERS (the daemon's
- * client limits are reached), -EBUSY (a client of this user made one of the
- * daemon's eventfd writes block: the user's new connections are refused for
- * 1 s, doubling with each repeat up to 60 s), -ETIMEDOUT (the daemon did not
- * answer within 5 s), -EPROTO / -EBADMSG (the daemon sent something malformed), -ENOMEM,
+ * client limits are reached), -EBUSY (clients of this user made the daemon's
+ * eventfd writes block three times within a minute of each other: the user's
+ * new connections are refused for 1 s, doubling with each repeat up to 60 s),
+ * -ETIMEDOUT (the daemon did not answer within 5 s), -EPROTO / -EBADMSG (the daemon sent something malformed), -ENOMEM,
  * or another errno from socket(2), connect(2) or mmap(2).
  */
 CUFLAG_API int cuflag_connect(const char *socket_path, cuflag_client **out);
