@@ -455,13 +455,27 @@ static void park(struct scanner *sc, uint64_t timeout_ns)
 	atomic_fetch_add_explicit(&sc->parks, 1, memory_order_relaxed);
 	/* Parked for good: no tick, so an idle daemon is not woken 500 times a
 	 * second. A timed park keeps it (the wait just resumes on EINTR). */
-	if (!timeout_ns)
+	if (!timeout_ns) {
 		write_tick_set(sc, 0);
-	do
-		n = park_wait(sc, ev, 16, timeout_ns);
-	while (n < 0 && errno == EINTR);
-	if (!timeout_ns)
+		do
+			n = park_wait(sc, ev, 16, 0);
+		while (n < 0 && errno == EINTR);
 		write_tick_set(sc, 1);
+	} else {
+		/* The tick interrupts a long wait every 2 ms: wait out the rest. */
+		uint64_t deadline = cuflagd_now_ns() + timeout_ns, now;
+		for (;;) {
+			n = park_wait(sc, ev, 16, timeout_ns);
+			if (n >= 0 || errno != EINTR)
+				break;
+			now = cuflagd_now_ns();
+			if (now >= deadline) {
+				n = 0;
+				break;
+			}
+			timeout_ns = deadline - now;
+		}
+	}
 	set_state(sc, CUFLAG_SCANNER_SPINNING);
 	for (int i = 0; i < n; i++) {
 		uint64_t v;
