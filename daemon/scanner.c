@@ -39,6 +39,7 @@ struct scanner {
 	 * This bounds such a stall to a tick; the main loop's check is a backstop. */
 	timer_t write_tick;
 	int have_write_tick;
+	int no_pwait2; /* epoll_pwait2 is not available: timed parks use epoll_wait */
 
 	/* Scanner-private: sized once at start, never reallocated. */
 	struct scan_session **sessions;
@@ -428,10 +429,15 @@ static int park_wait(struct scanner *sc, struct epoll_event *ev, int max, uint64
 
 	if (!timeout_ns)
 		return epoll_wait(sc->park_ep, ev, max, -1);
-	n = epoll_pwait2(sc->park_ep, ev, max, &ts, NULL);
-	if (n < 0 && errno == ENOSYS) /* before Linux 5.11: whole milliseconds */
-		n = epoll_wait(sc->park_ep, ev, max, (int)((timeout_ns + 999999) / 1000000));
-	return n;
+	if (!sc->no_pwait2) {
+		n = epoll_pwait2(sc->park_ep, ev, max, &ts, NULL);
+		/* Before Linux 5.11, or refused by a seccomp filter: from then on
+		 * epoll_wait, in whole milliseconds. */
+		if (n >= 0 || (errno != ENOSYS && errno != EPERM))
+			return n;
+		sc->no_pwait2 = 1;
+	}
+	return epoll_wait(sc->park_ep, ev, max, (int)((timeout_ns + 999999) / 1000000));
 }
 
 /*
