@@ -10,12 +10,12 @@ int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 	(void)r;
 	fprintf(stderr, "cuflag-bench: --mode gpu: this cuflag-bench was built without CUDA "
 			"(cuda.h and libcuda were not found at build time)\n");
-	return GPU_EXIT_SKIP;
+	return BENCH_EXIT_SKIP;
 }
 
 int bench_gpu_worker(int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
-	return GPU_EXIT_SKIP;
+	return BENCH_EXIT_SKIP;
 }
