@@ -7,7 +7,8 @@
 #                              ThreadSanitizer
 #   QUICK=1 scripts/test.sh    the plain build only
 #   BUILD=dir scripts/test.sh  another build directory (sanitizer builds go
-#                              to dir-asan and dir-tsan)
+#                              to dir-asan and dir-tsan, the build without
+#                              CUDA to dir-nocuda)
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -30,6 +31,9 @@ setup "$BUILD" -Dwerror=true
 meson test -C "$BUILD" --print-errorlogs --num-processes 2
 
 [ "${QUICK:-0}" = 1 ] && exit 0
+# As on a node without the CUDA toolkit: it must configure, build and serve.
+setup "$BUILD-nocuda" -Dwerror=true -Dcuda=disabled
+meson test -C "$BUILD-nocuda" --print-errorlogs --num-processes 2 --suite unit --suite integration
 # The library links with -z defs; sanitizer runtimes need lundef off.
 setup "$BUILD-asan" -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
 meson test -C "$BUILD-asan" --print-errorlogs --num-processes 2 \
