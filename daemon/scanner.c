@@ -300,9 +300,9 @@ static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 	if (!avail || atomic_load_explicit(&ss->broken, memory_order_relaxed))
 		return 0;
 	if (avail > ss->layout.queue_cap) {
-		/* The client wrote an impossible tail: stop reading its queue. */
-		if (!atomic_load_explicit(&ss->broken, memory_order_relaxed))
-			atomic_fetch_add_explicit(&ss->n_bad, 1, memory_order_relaxed);
+		/* The client wrote an impossible tail: stop reading its queue
+		 * (not broken yet: that returned above). */
+		atomic_fetch_add_explicit(&ss->n_bad, 1, memory_order_relaxed);
 		set_broken(sc, ss);
 		ss->head_local = tail;
 		return 0;
@@ -337,10 +337,10 @@ static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 		atomic_fetch_add_explicit(&ss->n_armed, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&sc->armed, 1, memory_order_relaxed);
 	}
-	avail = head != ss->head_local;
+	int took = head != ss->head_local;
 	ss->head_local = head;
 	atomic_store_explicit(ss->head, head, memory_order_release);
-	return (int)avail;
+	return took;
 }
 
 /* Signal every pending slot whose flag advanced. Returns completions written. */
@@ -494,39 +494,42 @@ static void park(struct scanner *sc, uint64_t timeout_ns)
 }
 
 /*
- * Slots pending and none of them progressing (a long kernel, a stream that
- * will never signal): after pending_spin_ns of that, stop burning a core and
- * look every pending_poll_ns instead, parked in the meantime so that an arm or
- * a command still wakes the scanner at once. Any progress goes back to
- * spinning. Returns whether the pass should end parked; *since and *passes
- * are the loop's stall bookkeeping.
+ * Spinning within a time budget. The first pass stamps the clock; later ones
+ * read it only every 64 passes (every pass with a budget of 0). Once spent it
+ * stays spent until reset.
  */
-static int stalled(struct scanner *sc, int progress, uint64_t *since, unsigned *passes)
+struct spin_budget {
+	uint64_t since;
+	unsigned passes;
+	int spent;
+};
+
+static int budget_spent(struct spin_budget *b, uint64_t budget_ns)
 {
-	if (progress || !sc->t.pending_spin_ns) {
-		*passes = 0;
+	if (b->spent)
+		return 1;
+	if (b->passes++ == 0) {
+		b->since = cuflagd_now_ns();
 		return 0;
 	}
-	if ((*passes)++ == 0) {
-		*since = cuflagd_now_ns();
+	if ((b->passes & 63) && budget_ns)
 		return 0;
-	}
-	/* The clock is read now and then only; once stalled, every pass polls. */
-	if (*passes < 256)
-		return 0;
-	if (cuflagd_now_ns() - *since < sc->t.pending_spin_ns) {
-		*passes = 1;
-		return 0;
-	}
-	*passes = 256;
-	return 1;
+	b->spent = cuflagd_now_ns() - b->since >= budget_ns;
+	return b->spent;
+}
+
+static void budget_reset(struct spin_budget *b)
+{
+	b->passes = 0;
+	b->spent = 0;
 }
 
 static void *scanner_main(void *arg)
 {
 	struct scanner *sc = arg;
-	uint64_t idle_since = 0, stall_since = 0;
-	unsigned idle_passes = 0, stall_passes = 0;
+	/* idle: nothing pending; stall: slots pending, none progressing (a long
+	 * kernel, a stream that will never signal). */
+	struct spin_budget idle = { 0 }, stall = { 0 };
 
 	write_tick_start(sc);
 
@@ -550,23 +553,25 @@ static void *scanner_main(void *arg)
 		atomic_fetch_add_explicit(&sc->passes, 1, memory_order_relaxed);
 
 		if (sc->npending) {
-			idle_passes = 0;
-			if (stalled(sc, progress, &stall_since, &stall_passes))
+			budget_reset(&idle);
+			/* Stalled past pending_spin_ns: stop burning a core, look every
+			 * pending_poll_ns, parked in between so that an arm or a command
+			 * still wakes the scanner at once. Progress: spin again. */
+			if (progress || !sc->t.pending_spin_ns) {
+				budget_reset(&stall);
+			} else if (budget_spent(&stall, sc->t.pending_spin_ns)) {
 				park(sc, sc->t.pending_poll_ns);
-			else
-				cuflag_cpu_relax();
-			continue;
-		}
-		stall_passes = 0;
-		/* Nothing pending: spin for the budget, reading the clock only now and then. */
-		if (idle_passes++ == 0) {
-			idle_since = cuflagd_now_ns();
-		} else if ((idle_passes & 63) == 0 || sc->t.spin_ns == 0) {
-			if (cuflagd_now_ns() - idle_since >= sc->t.spin_ns) {
-				park(sc, 0);
-				idle_passes = 0;
 				continue;
 			}
+			cuflag_cpu_relax();
+			continue;
+		}
+		budget_reset(&stall);
+		/* Nothing pending: spin for the budget, then park until woken. */
+		if (budget_spent(&idle, sc->t.spin_ns)) {
+			park(sc, 0);
+			budget_reset(&idle);
+			continue;
 		}
 		cuflag_cpu_relax();
 	}
