@@ -49,6 +49,7 @@ struct scanner {
 
 	/* Counters (written by the scanner, read by anyone). */
 	_Atomic uint64_t passes, wakes, completions, parks, armed, bad_arms;
+	_Atomic uint64_t broken; /* clients found broken */
 };
 
 #define WRITE_TICK_NS 2000000u
@@ -149,8 +150,10 @@ static void tell_main(struct scanner *sc)
 static void set_broken(struct scanner *sc, struct scan_session *ss)
 {
 	/* Release: a stalled flag stored before is seen with it. */
-	if (!atomic_exchange_explicit(&ss->broken, 1, memory_order_acq_rel))
+	if (!atomic_exchange_explicit(&ss->broken, 1, memory_order_acq_rel)) {
+		atomic_fetch_add_explicit(&sc->broken, 1, memory_order_relaxed);
 		tell_main(sc);
+	}
 }
 
 static void done_push(struct scanner *sc, struct scan_cmd *c)
@@ -716,6 +719,11 @@ void scanner_get_stats(struct scanner *sc, struct scanner_stats *st)
 	st->bad_arms = atomic_load_explicit(&sc->bad_arms, memory_order_relaxed);
 	st->state = atomic_load_explicit((_Atomic uint32_t *)&sc->dpage->scanner_state,
 					 memory_order_relaxed);
+}
+
+uint64_t scanner_broken_count(struct scanner *sc)
+{
+	return atomic_load_explicit(&sc->broken, memory_order_relaxed);
 }
 
 uint64_t scanner_write_since_ns(struct scanner *sc)

@@ -123,6 +123,9 @@ void scanner_get_stats(struct scanner *sc, struct scanner_stats *st);
 /* Passes so far: the watchdog pings only while this moves or the scanner is parked. */
 uint64_t scanner_heartbeat(struct scanner *sc);
 
+/* Clients found broken so far: the main loop looks for them when this moves. */
+uint64_t scanner_broken_count(struct scanner *sc);
+
 /* Start of the eventfd write in progress (CLOCK_MONOTONIC ns), or 0. */
 uint64_t scanner_write_since_ns(struct scanner *sc);
 pthread_t scanner_thread(const struct scanner *sc);

@@ -212,8 +212,12 @@ static void on_scanner_done(struct server *srv)
 		session_on_done(srv, c->owner, c);
 	}
 	/* The scanner also rings when it found a client broken: drop it now,
-	 * not at the next tick, so that its user's cool-down starts at once. */
-	drop_broken(srv, cuflagd_now_ms());
+	 * not at the next tick, so that its user's cool-down starts at once.
+	 * Only then: commands come back far more often than clients break. */
+	if (scanner_broken_count(srv->sc) != srv->broken_seen) {
+		srv->broken_seen = scanner_broken_count(srv->sc);
+		drop_broken(srv, cuflagd_now_ms());
+	}
 }
 
 static void on_tick(struct server *srv)

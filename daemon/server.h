@@ -42,6 +42,7 @@ struct server {
 	uint64_t last_wakes;
 	struct cuflagd_ratelimit rl;  /* lines a client can trigger */
 	struct uid_penalties penalties; /* users refused a while (penalty.h) */
+	uint64_t broken_seen;           /* scanner_broken_count() last looked at */
 	int tag_listen, tag_signal, tag_timer, tag_scanner;
 };
 
