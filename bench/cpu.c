@@ -248,18 +248,23 @@ static int pins_set(struct pins *p, const struct storer *st, int pinned)
 	return 0;
 }
 
+/* Both handoff rows not measured, for one reason (and errno err, if not 0). */
+static void handoff_fail(struct mech *m, const char *why, int err)
+{
+	for (int k = M_HO_THREAD; k <= M_HO_PROCESS; k++)
+		bench_lat_fail(m[k].row, "%s%s%s", why, err ? ": " : "", err ? strerror(err) : "");
+}
+
 /* Start both relays on the waiter's CPU (before any other thread exists: one
  * of them is a forked process). */
 static void handoff_setup(struct mech *m, struct pins *p)
 {
 	if (pins_plan(p)) {
-		bench_lat_fail(m[M_HO_THREAD].row, "needs two CPUs to pin to");
-		bench_lat_fail(m[M_HO_PROCESS].row, "needs two CPUs to pin to");
+		handoff_fail(m, "needs two CPUs to pin to", 0);
 		return;
 	}
 	if (pins_set(p, NULL, 1)) {
-		bench_lat_fail(m[M_HO_THREAD].row, "cannot pin: %s", strerror(errno));
-		bench_lat_fail(m[M_HO_PROCESS].row, "cannot pin: %s", strerror(errno));
+		handoff_fail(m, "cannot pin", errno);
 		return;
 	}
 	for (int k = M_HO_THREAD; k <= M_HO_PROCESS; k++) {
@@ -272,10 +277,8 @@ static void handoff_setup(struct mech *m, struct pins *p)
 		m[k].fd = handoff_fd(m[k].ho);
 		m[k].flag = handoff_flag(m[k].ho);
 	}
-	if (pins_set(p, NULL, 0)) {
-		bench_lat_fail(m[M_HO_THREAD].row, "cannot unpin: %s", strerror(errno));
-		bench_lat_fail(m[M_HO_PROCESS].row, "cannot unpin: %s", strerror(errno));
-	}
+	if (pins_set(p, NULL, 0))
+		handoff_fail(m, "cannot unpin", errno);
 }
 
 static int latency(const struct bench_opts *o, struct bench_report *r, const char *sock)
@@ -330,10 +333,9 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 	 */
 	for (int phase = 0; phase < 2; phase++) {
 		int lo = phase ? M_HO_THREAD : 0, hi = phase ? M_COUNT : M_HO_THREAD;
-		if (phase && pins_set(&pins, &st, 1)) {
-			bench_lat_fail(m[M_HO_THREAD].row, "cannot pin: %s", strerror(errno));
-			bench_lat_fail(m[M_HO_PROCESS].row, "cannot pin: %s", strerror(errno));
-		}
+		/* No plan (one CPU): the rows failed already; nothing to pin. */
+		if (phase && pins.storer_cpu >= 0 && pins_set(&pins, &st, 1))
+			handoff_fail(m, "cannot pin", errno);
 		for (int more = 1; more;) {
 			more = 0;
 			for (int k = lo; k < hi; k++) {
