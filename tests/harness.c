@@ -286,3 +286,11 @@ uint64_t daemon_cpu_ns(const struct daemon_proc *d)
 	closedir(dir);
 	return total;
 }
+
+double daemon_cpu_share(const struct daemon_proc *d, int ms)
+{
+	uint64_t c0 = daemon_cpu_ns(d), t0 = now_ns();
+
+	usleep((useconds_t)ms * 1000);
+	return (double)(daemon_cpu_ns(d) - c0) / (double)(now_ns() - t0);
+}

@@ -82,6 +82,8 @@ void daemon_stats(const struct daemon_proc *d, struct cuflag_msg_stats_reply *ou
 int daemon_region_maps(const struct daemon_proc *d);
 /* CPU time of every daemon thread so far, in ns (from schedstat: fine-grained). */
 uint64_t daemon_cpu_ns(const struct daemon_proc *d);
+/* The daemon's CPU over the next ms milliseconds, as a share of one core. */
+double daemon_cpu_share(const struct daemon_proc *d, int ms);
 /* Stop the daemon (SIGTERM) but keep its directory, for a successor. */
 int daemon_stop_keep_dir(struct daemon_proc *d);
 /* Start a daemon on a given socket path inside an existing directory. */

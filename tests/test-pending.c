@@ -16,14 +16,6 @@
 #include "cuflag-proto.h"
 #include "harness.h"
 
-/* The daemon's CPU over ms, as a share of one core. */
-static double cpu_share(const struct daemon_proc *d, int ms)
-{
-	uint64_t c0 = daemon_cpu_ns(d), t0 = now_ns();
-	usleep((useconds_t)ms * 1000);
-	return (double)(daemon_cpu_ns(d) - c0) / (double)(now_ns() - t0);
-}
-
 /* us from a store to the eventfd turning readable (aborts after 2 s). */
 static double store_to_wake_us(cuflag_slot *s, uint32_t t)
 {
@@ -86,7 +78,7 @@ int main(void)
 		for (int k = 0; k < 16; k++)
 			CHECK_RC(cuflag_slot_arm(s[i][k], &t[i][k]));
 	usleep(100000);
-	share = cpu_share(&d, 500);
+	share = daemon_cpu_share(&d, 500);
 	daemon_stats(&d, &st);
 	printf("pending: %.1f%% of a core with 64 slots pending and none completing\n",
 	       share * 100);
