@@ -101,9 +101,13 @@ int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, ui
 		rc = cuflag__request_on(c, c->sock, type, body, blen, send_fds, send_nfds, reply,
 					rlen, fds, max_fds, nfds);
 		pthread_mutex_unlock(&c->req_lock);
-		/* The daemon went away: carry on with the one that listens now. */
-		if (!cuflag__gone_error(rc) || tries || cuflag__resume(c, gen, 1))
+		/* The daemon went away: carry on with the one that listens now
+		 * (none within the resume timeout: -ENOTCONN). */
+		if (!cuflag__gone_error(rc) || tries)
 			return rc;
+		rc = cuflag__resume(c, gen, 1);
+		if (rc)
+			return rc == -ESTALE || rc == -EOPNOTSUPP ? rc : -ENOTCONN;
 	}
 }
 

@@ -200,8 +200,11 @@ static int alloc_batch(struct cuflag_client *c, unsigned n, struct cuflag_slot *
 		pthread_mutex_lock(&c->req_lock);
 		rc = alloc_batch_locked(c, n, out);
 		pthread_mutex_unlock(&c->req_lock);
-		if (!cuflag__gone_error(rc) || tries || cuflag__resume(c, gen, 1))
+		if (!cuflag__gone_error(rc) || tries)
 			return rc;
+		rc = cuflag__resume(c, gen, 1);
+		if (rc)
+			return rc == -ESTALE || rc == -EOPNOTSUPP ? rc : -ENOTCONN;
 	}
 }
 
