@@ -350,7 +350,7 @@ static int drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cm
 		/* The user's share of the pending set is full: the rest of the
 		 * queue waits (the client's arms wait for room, none is lost). */
 		if (s->pend_idx == SCAN_NOT_PENDING &&
-		    ss->user->pending >= sc->t.max_pending_per_user)
+		    ss->user->pending >= ss->user->max_pending)
 			break;
 		if (cuflag_tl_after(a.target, s->armed)) {
 			s->armed = a.target;

@@ -31,6 +31,7 @@ struct scanner_user {
 	struct write_budget budget;
 	uint64_t cut_at_ns;       /* a write of this user's was cut short then */
 	uint32_t pending;         /* its slots in the pending set */
+	uint32_t max_pending;     /* arms beyond wait in the client's queue */
 	_Atomic uint32_t n_pending; /* the same, for the main thread */
 };
 
@@ -121,7 +122,6 @@ struct scanner_config {
 	uint64_t pending_spin_ns; /* slots pending, none progressing: spin this long
 				   * (0: for ever), then look every pending_poll_ns */
 	uint64_t pending_poll_ns;
-	uint32_t max_pending_per_user; /* arms beyond wait in the client's queue */
 	struct write_budget_cfg budget;
 };
 

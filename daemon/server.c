@@ -423,7 +423,6 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 		.spin_ns = cfg->spin_us * 1000u,
 		.pending_spin_ns = cfg->pending_spin_ms * 1000000u,
 		.pending_poll_ns = cfg->pending_poll_us * 1000u,
-		.max_pending_per_user = cfg->max_pending_per_uid,
 		.budget = WRITE_BUDGET_DEFAULTS(cfg->write_budget_us * 1000u),
 	};
 	rc = scanner_start(&srv->sc, srv->dp.page, cfg->max_clients,

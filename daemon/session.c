@@ -56,7 +56,8 @@ struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gi
 
 	if (!s)
 		return NULL;
-	s->user = user_get(&srv->users, uid, srv->cfg->msg_rate_per_uid, now);
+	s->user = user_get(&srv->users, uid, srv->cfg->msg_rate_per_uid,
+			   srv->cfg->max_pending_per_uid, now);
 	if (!s->user) {
 		free(s);
 		return NULL;

@@ -16,7 +16,8 @@ struct user *user_find(struct users *t, uid_t uid)
 	return NULL;
 }
 
-struct user *user_get(struct users *t, uid_t uid, uint32_t rate, uint64_t now_ms)
+struct user *user_get(struct users *t, uid_t uid, uint32_t rate, uint32_t max_pending,
+		      uint64_t now_ms)
 {
 	struct user **b = &t->bucket[bucket_of(uid)];
 	struct user *u = user_find(t, uid);
@@ -31,6 +32,7 @@ struct user *user_get(struct users *t, uid_t uid, uint32_t rate, uint64_t now_ms
 	u->uid = uid;
 	u->refs = 1;
 	u->rate = (struct rate_bucket){ .tokens = rate, .at_ms = now_ms };
+	u->scan.max_pending = uid == 0 ? UINT32_MAX : max_pending;
 	u->next = *b;
 	*b = u;
 	t->count++;

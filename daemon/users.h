@@ -41,8 +41,10 @@ struct users {
 };
 
 /* The user of uid, made on first use (refs counted by the caller with
- * user_get / user_put). NULL when out of memory. */
-struct user *user_get(struct users *t, uid_t uid, uint32_t rate, uint64_t now_ms);
+ * user_get / user_put) with a request rate and a share of the pending set
+ * (root: no share, it may take all). NULL when out of memory. */
+struct user *user_get(struct users *t, uid_t uid, uint32_t rate, uint32_t max_pending,
+		      uint64_t now_ms);
 /* The user of uid if it has any session, else NULL. */
 struct user *user_find(struct users *t, uid_t uid);
 /* Drop a reference; the entry goes with the last one. Only once the scanner
