@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "call.h"
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
 #include "proto.h"
@@ -68,14 +69,13 @@ struct cuflag_slot {
 };
 
 /*
- * Send one request and wait for its reply (one at a time per client).
- * reply: at least CUFLAG_MSG_MAX bytes; fds: room for max_fds received fds.
- * Returns the reply's status (0 or a negative errno from the daemon) or a
- * transport error; *rlen and *nfds describe what arrived.
+ * Send one request and wait for its reply (one at a time per client); the
+ * request's id is chosen here. Returns the reply's status (0 or a negative
+ * errno from the daemon) or a transport error (-EPIPE, -ENOTCONN,
+ * -ETIMEDOUT, ...); call->reply_len and call->reply_nfds describe what
+ * arrived.
  */
-int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, uint32_t blen,
-		    const int *send_fds, unsigned send_nfds, void *reply, size_t *rlen, int *fds,
-		    unsigned max_fds, unsigned *nfds);
+int cuflag__request(struct cuflag_client *c, struct cuflag_call *call);
 
 /* Whether the daemon's socket has hung up (non-blocking check). */
 int cuflag__daemon_gone(struct cuflag_client *c);

@@ -8,14 +8,15 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "client-private.h"
+#include "fd-util.h"
 #include "fdpass.h"
+#include "unix-socket.h"
 
-/* How long a request may wait for its reply. */
+/* How long a request may wait for its reply: a daemon that stops answering
+ * turns into -ETIMEDOUT, not a hang. */
 #define REPLY_TIMEOUT_S 5
 
 CUFLAG_EXPORT const char *cuflag_version(void)
@@ -34,63 +35,23 @@ CUFLAG_EXPORT uint64_t cuflag_client_epoch(const cuflag_client *c)
 }
 
 /* One request and its reply on sock; the caller holds c->req_lock. */
-static int request_locked(struct cuflag_client *c, int sock, uint16_t type, const void *body,
-			  uint32_t blen, const int *send_fds, unsigned send_nfds, void *reply,
-			  size_t *rlen, int *fds, unsigned max_fds, unsigned *nfds)
+static int request_locked(struct cuflag_client *c, int sock, struct cuflag_call *call)
 {
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_msg_hdr h;
-	const char *why;
-	uint32_t id;
-	ssize_t n;
 	int rc;
 
-	*nfds = 0;
-	if (blen > sizeof(buf) - sizeof(h))
-		return -EMSGSIZE;
-	id = ++c->next_req;
-	cuflag_hdr_init(&h, type, (uint32_t)sizeof(h) + blen, id, 0, (uint16_t)send_nfds);
-	memcpy(buf, &h, sizeof(h));
-	if (blen)
-		memcpy(buf + sizeof(h), body, blen);
-	rc = cuflag_send_msg(sock, buf, sizeof(h) + blen, send_fds, send_nfds, 0);
+	call->id = ++c->next_req;
+	rc = cuflag_call_send(sock, call);
 	if (rc)
 		return rc == -ECONNRESET ? -EPIPE : rc;
-	for (;;) {
-		n = cuflag_recv_msg(sock, reply, CUFLAG_MSG_MAX, fds, max_fds, nfds, 0);
-		if (n < (ssize_t)sizeof(h))
-			break;
-		memcpy(&h, reply, sizeof(h));
-		/* A late reply to an earlier request that timed out: drop it. */
-		if (h.req_id == id || (int32_t)(h.req_id - id) > 0)
-			break;
-		cuflag_close_fds(fds, *nfds);
-		*nfds = 0;
-	}
-	if (n == 0)
-		return -ENOTCONN;
-	if (n < 0)
-		return n == -EAGAIN || n == -EWOULDBLOCK ? -ETIMEDOUT : (int)n;
-	*rlen = (size_t)n;
-	rc = cuflag_reply_check(reply, (size_t)n, *nfds, type, id, &why);
-	if (rc) {
-		cuflag_close_fds(fds, *nfds);
-		*nfds = 0;
-		return rc;
-	}
-	memcpy(&h, reply, sizeof(h));
-	return h.status;
+	return cuflag_call_recv(sock, call);
 }
 
-int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, uint32_t blen,
-		    const int *send_fds, unsigned send_nfds, void *reply, size_t *rlen, int *fds,
-		    unsigned max_fds, unsigned *nfds)
+int cuflag__request(struct cuflag_client *c, struct cuflag_call *call)
 {
 	int rc;
 
 	pthread_mutex_lock(&c->req_lock);
-	rc = request_locked(c, c->sock, type, body, blen, send_fds, send_nfds, reply, rlen, fds,
-			    max_fds, nfds);
+	rc = request_locked(c, c->sock, call);
 	pthread_mutex_unlock(&c->req_lock);
 	return rc;
 }
@@ -164,30 +125,6 @@ static int map_daemon_page(int fd, const struct cuflag_daemon_page **out, size_t
 	return 0;
 }
 
-/* A SOCK_SEQPACKET connection to path that cannot hang a caller for ever. */
-static int open_socket(const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
-	int fd, rc;
-
-	if (strlen(path) >= sizeof(a.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(a.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* A daemon that stops answering turns into -ETIMEDOUT, not a hang. */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
-	return fd;
-}
-
 /* Counts the forks this process descends from (see cuflag__forked). */
 static _Atomic unsigned fork_gen;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -217,12 +154,9 @@ static void client_free(struct cuflag_client *c)
 		munmap(c->region, c->layout.size);
 	if (c->dpage)
 		munmap((void *)c->dpage, c->dpage_size);
-	if (c->wake_fd >= 0)
-		close(c->wake_fd);
-	if (c->region_fd >= 0)
-		close(c->region_fd);
-	if (c->sock >= 0)
-		close(c->sock);
+	c->wake_fd = safe_close(c->wake_fd);
+	c->region_fd = safe_close(c->region_fd);
+	c->sock = safe_close(c->sock);
 	pthread_mutex_destroy(&c->req_lock);
 	pthread_mutex_destroy(&c->arm_lock);
 	pthread_mutex_destroy(&c->slots_lock);
@@ -236,8 +170,8 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	uint8_t reply[CUFLAG_MSG_MAX];
 	struct cuflag_client *c;
 	int fds[4] = { -1, -1, -1, -1 };
-	unsigned nfds = 0;
-	size_t rlen = 0;
+	struct cuflag_call call = { .type = CUFLAG_MSG_HELLO, .body = &hello, .blen = sizeof(hello),
+				    .reply = reply, .reply_fds = fds, .max_fds = 4 };
 	int rc;
 
 	if (!out)
@@ -259,16 +193,15 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	pthread_mutex_init(&c->req_lock, NULL);
 	pthread_mutex_init(&c->arm_lock, NULL);
 	pthread_mutex_init(&c->slots_lock, NULL);
-	c->sock = open_socket(socket_path);
+	c->sock = cuflag_unix_connect(socket_path, REPLY_TIMEOUT_S);
 	if (c->sock < 0) {
 		rc = c->sock;
 		goto fail;
 	}
-	rc = cuflag__request(c, CUFLAG_MSG_HELLO, &hello, sizeof(hello), NULL, 0, reply, &rlen,
-			     fds, 4, &nfds);
+	rc = cuflag__request(c, &call);
 	if (rc)
 		goto fail;
-	memcpy(&r, reply + sizeof(struct cuflag_msg_hdr), sizeof(r));
+	memcpy(&r, cuflag_call_body(&call), sizeof(r));
 	if (r.version != CUFLAG_PROTO_VERSION ||
 	    (r.slab != CUFLAG_SLAB_MEMFD && r.slab != CUFLAG_SLAB_CUDA_IPC)) {
 		rc = -EPROTONOSUPPORT;
@@ -287,11 +220,11 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	c->wake_fd = fds[2];
 	c->region_fd = fds[0];
 	fds[0] = fds[2] = -1;
-	cuflag_close_fds(fds, nfds); /* the mappings keep the memory */
+	cuflag_close_fds(fds, call.reply_nfds); /* the mappings keep the memory */
 	*out = c;
 	return 0;
 fail:
-	cuflag_close_fds(fds, nfds);
+	cuflag_close_fds(fds, call.reply_nfds);
 	client_free(c);
 	return rc;
 }
@@ -326,8 +259,8 @@ static int adopt_slots(struct cuflag_client *c, int sock)
 	struct cuflag_msg_adopt m;
 	int efds[CUFLAG_BATCH_MAX];
 	uint8_t reply[CUFLAG_MSG_MAX];
-	size_t rlen;
-	unsigned nfds;
+	struct cuflag_call call = { .type = CUFLAG_MSG_ADOPT, .body = &m, .fds = efds,
+				    .reply = reply };
 	int rc = 0;
 
 	pthread_mutex_lock(&c->slots_lock);
@@ -338,8 +271,9 @@ static int adopt_slots(struct cuflag_client *c, int sock)
 			m.ids[m.count] = s->id;
 			efds[m.count++] = s->efd;
 		}
-		rc = request_locked(c, sock, CUFLAG_MSG_ADOPT, &m, 8 + m.count * 4, efds, m.count,
-				    reply, &rlen, NULL, 0, &nfds);
+		call.blen = (uint32_t)cuflag_id_batch_len(m.count);
+		call.nfds = m.count;
+		rc = request_locked(c, sock, &call);
 	}
 	pthread_mutex_unlock(&c->slots_lock);
 	return rc;
@@ -352,8 +286,10 @@ CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)
 	const struct cuflag_daemon_page *dp = NULL;
 	uint8_t reply[CUFLAG_MSG_MAX];
 	int give[2], fd = -1, sock, rc;
-	size_t rlen = 0, dp_size = 0;
-	unsigned nfds = 0;
+	size_t dp_size = 0;
+	struct cuflag_call call = { .type = CUFLAG_MSG_RESUME, .body = &m, .blen = sizeof(m),
+				    .fds = give, .nfds = 2, .reply = reply, .reply_fds = &fd,
+				    .max_fds = 1 };
 
 	if (!c)
 		return -EINVAL;
@@ -361,7 +297,7 @@ CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)
 		return -ECHILD;
 	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
 		return -EOPNOTSUPP;
-	sock = open_socket(c->path);
+	sock = cuflag_unix_connect(c->path, REPLY_TIMEOUT_S);
 	if (sock < 0)
 		return sock;
 	m.epoch = c->epoch;
@@ -372,11 +308,10 @@ CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)
 	give[0] = c->region_fd;
 	give[1] = c->wake_fd;
 	pthread_mutex_lock(&c->req_lock);
-	rc = request_locked(c, sock, CUFLAG_MSG_RESUME, &m, sizeof(m), give, 2, reply, &rlen, &fd, 1,
-			    &nfds);
+	rc = request_locked(c, sock, &call);
 	if (rc)
 		goto out;
-	memcpy(&r, reply + sizeof(struct cuflag_msg_hdr), sizeof(r));
+	memcpy(&r, cuflag_call_body(&call), sizeof(r));
 	if (!same_layout(&c->layout, &r) || r.slab != CUFLAG_SLAB_MEMFD) {
 		rc = -EPROTO;
 		goto out;
@@ -399,10 +334,8 @@ out:
 	pthread_mutex_unlock(&c->req_lock);
 	if (dp)
 		munmap((void *)dp, dp_size);
-	if (fd >= 0)
-		close(fd);
-	if (sock >= 0)
-		close(sock);
+	safe_close(fd);
+	safe_close(sock);
 	if (!rc)
 		cuflag__forget_waits(c); /* their epolls watch the old connection */
 	return rc;

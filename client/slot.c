@@ -11,16 +11,11 @@
 #include <unistd.h>
 
 #include "client-private.h"
+#include "clock.h"
+#include "fd-util.h"
 #include "fdpass.h"
 #include "cpu-relax.h"
 #include "timeline.h"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 CUFLAG_EXPORT int cuflag_slot_fd(const cuflag_slot *s)
 {
@@ -43,9 +38,7 @@ void cuflag__forget_waits(struct cuflag_client *c)
 	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot) {
 		if (atomic_exchange(&s->wait_ep_busy, 1))
 			continue; /* a waiter holds it; it makes a fresh one next time */
-		if (s->wait_ep >= 0)
-			close(s->wait_ep);
-		s->wait_ep = -1;
+		s->wait_ep = safe_close(s->wait_ep);
 		atomic_store(&s->wait_ep_busy, 0);
 	}
 	pthread_mutex_unlock(&c->slots_lock);
@@ -53,12 +46,9 @@ void cuflag__forget_waits(struct cuflag_client *c)
 
 void cuflag__slot_free(struct cuflag_slot *s)
 {
-	if (s->efd >= 0)
-		close(s->efd);
-	if (s->retired_efd >= 0)
-		close(s->retired_efd);
-	if (s->wait_ep >= 0)
-		close(s->wait_ep);
+	safe_close(s->efd);
+	safe_close(s->retired_efd);
+	safe_close(s->wait_ep);
 	free(s->cuda);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -97,12 +87,11 @@ static int free_ids(struct cuflag_client *c, const uint32_t *ids, uint32_t n)
 {
 	struct cuflag_msg_free m = { .count = n };
 	uint8_t reply[CUFLAG_MSG_MAX];
-	size_t rlen;
-	unsigned nfds;
+	struct cuflag_call call = { .type = CUFLAG_MSG_FREE, .body = &m,
+				    .blen = (uint32_t)cuflag_id_batch_len(n), .reply = reply };
 
 	memcpy(m.ids, ids, n * sizeof(uint32_t));
-	return cuflag__request(c, CUFLAG_MSG_FREE, &m, 8 + n * 4, NULL, 0, reply, &rlen, NULL, 0,
-			       &nfds);
+	return cuflag__request(c, &call);
 }
 
 /* One ALLOC round trip for n (<= CUFLAG_BATCH_MAX) slots. */
@@ -113,18 +102,19 @@ static int alloc_batch(struct cuflag_client *c, unsigned n, struct cuflag_slot *
 	struct cuflag_msg_alloc_reply r;
 	int fds[CUFLAG_BATCH_MAX];
 	uint32_t ids[CUFLAG_BATCH_MAX];
-	unsigned nfds = 0, i;
-	size_t rlen = 0;
+	struct cuflag_call call = { .type = CUFLAG_MSG_ALLOC, .body = &m, .blen = sizeof(m),
+				    .reply = reply, .reply_fds = fds, .max_fds = CUFLAG_BATCH_MAX };
+	unsigned nfds, i;
 	int rc;
 
-	rc = cuflag__request(c, CUFLAG_MSG_ALLOC, &m, sizeof(m), NULL, 0, reply, &rlen, fds,
-			     CUFLAG_BATCH_MAX, &nfds);
+	rc = cuflag__request(c, &call);
+	nfds = call.reply_nfds;
 	if (rc) {
 		cuflag_close_fds(fds, nfds);
 		return rc;
 	}
 	memset(&r, 0, sizeof(r));
-	memcpy(&r, reply + sizeof(struct cuflag_msg_hdr), rlen - sizeof(struct cuflag_msg_hdr));
+	memcpy(&r, cuflag_call_body(&call), call.reply_len - sizeof(struct cuflag_msg_hdr));
 	if (r.count != n)
 		rc = -EBADMSG;
 	for (i = 0; !rc && i < n; i++)
@@ -317,9 +307,8 @@ static int wait_ep_get(struct cuflag_slot *s, int *cached, uint32_t *gen)
 		*cached = 1;
 		if (s->wait_ep >= 0 && s->wait_ep_gen == *gen)
 			return s->wait_ep;
-		if (s->wait_ep >= 0) /* made for an eventfd that was replaced */
-			close(s->wait_ep);
-		s->wait_ep = -1;
+		/* One made for an eventfd that was replaced goes. */
+		s->wait_ep = safe_close(s->wait_ep);
 	}
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0)
@@ -376,7 +365,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		return atomic_load(&s->fault);
 	if (timeout_ms == 0)
 		return -ETIMEDOUT;
-	start = now_ns();
+	start = cuflag_now_ns();
 	if (timeout_ms > 0)
 		deadline = start + (uint64_t)timeout_ms * 1000000u;
 	if (spin_us) {
@@ -384,7 +373,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		unsigned k = 0;
 		while (!reached(s, target)) {
 			cuflag_cpu_relax();
-			if ((++k & 15) == 0 && now_ns() >= spin_end)
+			if ((++k & 15) == 0 && cuflag_now_ns() >= spin_end)
 				break;
 		}
 		if (reached(s, target))
@@ -406,7 +395,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		if ((rc = atomic_load_explicit(&s->fault, memory_order_relaxed)))
 			break;
 		rc = -ETIMEDOUT;
-		now = now_ns();
+		now = cuflag_now_ns();
 		if (now >= deadline)
 			break;
 		ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999u) / 1000000u);
@@ -474,8 +463,8 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 {
 	struct cuflag_msg_bind m = { .id = s ? s->id : 0 };
 	uint8_t reply[CUFLAG_MSG_MAX];
-	size_t rlen;
-	unsigned nfds;
+	struct cuflag_call call = { .type = CUFLAG_MSG_BIND, .body = &m, .blen = sizeof(m),
+				    .fds = &efd, .nfds = 1, .reply = reply };
 	int mine, rc, old;
 
 	if (!s || efd < 0)
@@ -485,8 +474,7 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 	mine = fcntl(efd, F_DUPFD_CLOEXEC, 0);
 	if (mine < 0)
 		return -errno;
-	rc = cuflag__request(s->c, CUFLAG_MSG_BIND, &m, sizeof(m), &efd, 1, reply, &rlen, NULL, 0,
-			     &nfds);
+	rc = cuflag__request(s->c, &call);
 	if (rc) {
 		close(mine);
 		return rc;
@@ -507,8 +495,7 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 	atomic_fetch_add(&s->efd_gen, 1);
 	if (write(old, &one, sizeof(one)) < 0)
 		(void)0; /* a full counter wakes them as well */
-	if (s->retired_efd >= 0)
-		close(s->retired_efd);
+	safe_close(s->retired_efd);
 	s->retired_efd = old;
 	return 0;
 }
