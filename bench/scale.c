@@ -192,7 +192,7 @@ static int fleet_spawn(struct fleet *f, unsigned n, unsigned S, const char *sock
  * reported (-errno), or -ETIMEDOUT. */
 static int fleet_collect(struct fleet *f, unsigned char want)
 {
-	uint64_t deadline = bench_now_ns() + (uint64_t)READY_S * 1000000000u;
+	uint64_t deadline = cuflag_now_ns() + (uint64_t)READY_S * 1000000000u;
 	int err = 0;
 
 	for (unsigned i = 0; i < f->n; i++) {
@@ -254,12 +254,12 @@ static long daemon_fds(const struct bench_daemon *d)
  * measuring after the fleet must not overlap the daemon's teardown. */
 static void wait_daemon_fds(const struct bench_daemon *d, long base)
 {
-	uint64_t end = bench_now_ns() + 10000000000ull;
+	uint64_t end = cuflag_now_ns() + 10000000000ull;
 	long n = -1;
 
 	if (base < 0)
 		return;
-	while (bench_now_ns() < end) {
+	while (cuflag_now_ns() < end) {
 		n = daemon_fds(d);
 		if (n < 0 || n <= base + FD_PER_CLIENT)
 			return;
@@ -336,7 +336,7 @@ static void armed_count(int ep, unsigned n, cuflag_slot **s, uint64_t *done,
 			}
 		}
 	}
-	res->t_end = bench_now_ns();
+	res->t_end = cuflag_now_ns();
 	if (epoll_wait(ep, ev, 64, 20) != 0)
 		bench_worker_fail(res, -EPROTO, "completions signalled past the last one armed");
 }
@@ -350,7 +350,7 @@ static void armed_child(const struct armed_args *a, unsigned idx, int ready_fd, 
 	uint32_t *target = calloc(n, sizeof(*target));
 	unsigned *order = calloc(n, sizeof(*order));
 	uint64_t *done = calloc(n, sizeof(*done)), one = 1;
-	uint64_t rng = (bench_now_ns() ^ ((uint64_t)idx * 0x9e3779b97f4a7c15ull)) | 1;
+	uint64_t rng = (cuflag_now_ns() ^ ((uint64_t)idx * 0x9e3779b97f4a7c15ull)) | 1;
 	struct armed_storer st = { .go_efd = -1, .n = n, .s = s, .target = target, .order = order };
 	int ep = -1, rc, started = 0;
 	char byte = 'r';
@@ -392,7 +392,7 @@ static void armed_child(const struct armed_args *a, unsigned idx, int ready_fd, 
 		bench_worker_fail(res, -EPIPE, "start handshake");
 		goto out;
 	}
-	res->t_start = bench_now_ns();
+	res->t_start = cuflag_now_ns();
 	if (write(st.go_efd, &one, sizeof(one)) != sizeof(one)) {
 		bench_worker_fail(res, -errno, "eventfd write");
 		goto out;

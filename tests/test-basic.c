@@ -157,7 +157,7 @@ static void *wait_thread(void *arg)
 {
 	struct bind_wait *w = arg;
 	w->rc = cuflag_slot_wait(w->s, w->t, 30000);
-	w->done_ns = now_ns();
+	w->done_ns = cuflag_now_ns();
 	return NULL;
 }
 
@@ -180,7 +180,7 @@ static void test_bind(cuflag_client *c)
 	CHECK_RC(cuflag_slot_bind_eventfd(w.s, user));
 	CHECK(cuflag_slot_fd(w.s) >= 0);
 	(void)old;
-	uint64_t stored = now_ns();
+	uint64_t stored = cuflag_now_ns();
 	sim_store(cuflag_slot_flag(w.s), w.t);
 	pthread_join(th, NULL);
 	if (w.rc != 0)

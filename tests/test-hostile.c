@@ -85,7 +85,7 @@ static void *good_main(void *arg)
 			return NULL;
 		}
 		atomic_fetch_add(&good.armed, 1);
-		t0 = now_ns();
+		t0 = cuflag_now_ns();
 		sim_store(cuflag_slot_flag(good.s), t);
 		while (!got) {
 			uint64_t v;
@@ -103,7 +103,7 @@ static void *good_main(void *arg)
 			}
 			got = v;
 		}
-		good_note_latency(now_ns() - t0);
+		good_note_latency(cuflag_now_ns() - t0);
 		atomic_fetch_add(&good.completed, got);
 		if (got != 1) {
 			atomic_store(&good.failed, 4);
@@ -208,14 +208,14 @@ static void expect_log_line(size_t from, const char *why)
 		abort();
 	}
 	CHECK(log_count(from, who, why) == 1);
-	last_logged_ns = now_ns();
+	last_logged_ns = cuflag_now_ns();
 }
 
 static int paced_pred(void *arg)
 {
 	(void)arg;
 	log_collect();
-	return now_ns() >= last_logged_ns + LOG_PACE_NS;
+	return cuflag_now_ns() >= last_logged_ns + LOG_PACE_NS;
 }
 
 /* Before a case that makes the daemon log: stay under its log rate limit. */
@@ -895,14 +895,14 @@ static void rawc_wake(struct rawc *r)
 /* Publish one arm entry, whatever it says (the queue has room: we wait). */
 static void rawc_push(struct rawc *r, uint32_t slot, uint32_t target)
 {
-	uint64_t end = now_ns() + 5000000000u;
+	uint64_t end = cuflag_now_ns() + 5000000000u;
 
 	/* A head we scribbled over ourselves (more used than fits) tells nothing. */
 	for (;;) {
 		uint32_t used = r->tail_local - __atomic_load_n(r->head, __ATOMIC_ACQUIRE);
 		if (used < r->hr.queue_cap || used > r->hr.queue_cap)
 			break;
-		CHECK(now_ns() < end);
+		CHECK(cuflag_now_ns() < end);
 		rawc_wake(r);
 		usleep(100);
 	}
@@ -1124,15 +1124,15 @@ static int hello_status(void)
  * refused (-EBUSY) for about ms, then accepted again. */
 static void expect_cooldown(uint64_t ms)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = cuflag_now_ns();
 	double waited;
 
 	CHECK(hello_status() == -EBUSY);
 	while (hello_status() == -EBUSY) {
-		CHECK(now_ns() - t0 < (ms + 3000) * 1000000ull);
+		CHECK(cuflag_now_ns() - t0 < (ms + 3000) * 1000000ull);
 		usleep(20000);
 	}
-	waited = (double)(now_ns() - t0) / 1e6;
+	waited = (double)(cuflag_now_ns() - t0) / 1e6;
 	printf("  %-52s %.0f ms\n", "then the user's new clients refused for", waited);
 	CHECK(waited > (double)ms / 2);
 }
@@ -1366,7 +1366,7 @@ static void test_many_connections(void)
 		close(fds[i]);
 	expect_fds_back();
 	/* That burst used up the daemon's log lines for a while: let it pass. */
-	last_logged_ns = now_ns() + 1000000000u;
+	last_logged_ns = cuflag_now_ns() + 1000000000u;
 }
 
 /* A client that sends and never reads its replies is dropped, not waited for. */

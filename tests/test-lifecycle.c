@@ -137,9 +137,9 @@ static void test_idle(void)
 	printf("idle: %.3f ms CPU per second with 4 clients x 16 slots connected\n", ms_per_s);
 	CHECK(ms_per_s < 10.0);
 	/* Parked, and the next arm is served at once. */
-	t0 = now_ns();
+	t0 = cuflag_now_ns();
 	cycle(s[3][15]);
-	t1 = now_ns();
+	t1 = cuflag_now_ns();
 	daemon_stats(&d, &st1);
 	CHECK(st1.parks >= st0.parks);
 	printf("idle: first completion after parking took %.1f us\n", (double)(t1 - t0) / 1e3);
@@ -156,7 +156,7 @@ static void test_no_lost_wakeup(void)
 	cuflag_client *c;
 	cuflag_slot *s;
 	const int cycles = 100000;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = cuflag_now_ns();
 
 	daemon_start(&d, 0, args);
 	CHECK_RC(cuflag_connect(d.sock, &c));
@@ -170,7 +170,7 @@ static void test_no_lost_wakeup(void)
 	}
 	daemon_stats(&d, &st);
 	fprintf(stderr, "no-lost-wakeup: %d cycles in %.2f s, scanner parked %llu times\n",
-		cycles, (double)(now_ns() - t0) / 1e9, (unsigned long long)st.parks);
+		cycles, (double)(cuflag_now_ns() - t0) / 1e9, (unsigned long long)st.parks);
 	/* The scanner really parked between cycles (not always: a cycle can be
 	 * quicker than its way to the park). */
 	CHECK(st.parks >= (uint64_t)cycles / 4);

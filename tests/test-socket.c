@@ -31,7 +31,7 @@ static int run_to_exit(const char *sock)
 	}
 	for (int i = 0; i < 5000; i++) {
 		if (waitpid(p, &st, WNOHANG) == p)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+			return cuflag_exit_code(st);
 		usleep(1000);
 	}
 	kill(p, SIGKILL);

@@ -128,7 +128,7 @@ static int child_main(const char *sock, unsigned seed)
 static void test_processes(const struct daemon_proc *d)
 {
 	pid_t pids[PROCS];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = cuflag_now_ns();
 
 	for (int p = 0; p < PROCS; p++) {
 		pids[p] = fork();
@@ -144,7 +144,7 @@ static void test_processes(const struct daemon_proc *d)
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
 	printf("stress: %d processes x %d slots x %d completions in %.2f s\n", PROCS, SLOTS,
-	       COMPLETIONS, (double)(now_ns() - t0) / 1e9);
+	       COMPLETIONS, (double)(cuflag_now_ns() - t0) / 1e9);
 }
 
 /* ---- several threads on one slot ---- */
@@ -202,12 +202,9 @@ static void test_threads_one_slot(cuflag_client *c)
 		struct pollfd p = { .fd = cuflag_slot_fd(shared_slot), .events = POLLIN };
 		uint64_t v;
 		int rc;
-		if (poll(&p, 1, 10000) != 1) {
-			fprintf(stderr, "no signal: total %llu flag %u start %u reserved %u\n",
-				(unsigned long long)total, *cuflag_slot_flag(shared_slot),
-				shared_start, atomic_load(&reserved_count));
-			abort();
-		}
+		CHECK_MSG(poll(&p, 1, 10000) == 1, "no signal: total %llu flag %u start %u reserved %u",
+			  (unsigned long long)total, *cuflag_slot_flag(shared_slot), shared_start,
+			  atomic_load(&reserved_count));
 		rc = cuflag_slot_consume(shared_slot, &v);
 		if (rc == 0)
 			total += v;
