@@ -19,7 +19,6 @@
  * before the daemon is spawned (it inherits it) up to the hard limit, and the
  * fleet shrinks, saying so, when even that is too low.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -35,6 +34,7 @@
 
 #include "bench.h"
 #include "cuflag/cuflag.h"
+#include "spawn.h"
 
 /* Descriptors the daemon needs besides one per slot: its own, and a few per client. */
 #define FD_BASE 128
@@ -232,22 +232,7 @@ static void fleet_stop(struct fleet *f)
 /* How many descriptors the daemon holds; < 0 when /proc does not say. */
 static long daemon_fds(const struct bench_daemon *d)
 {
-	char path[64];
-	struct dirent *e;
-	long n = 0;
-	DIR *dir;
-
-	if (d->pid <= 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
-	dir = opendir(path);
-	if (!dir)
-		return -1;
-	while ((e = readdir(dir)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(dir);
-	return n;
+	return d->pid > 0 ? cuflag_fd_count(d->pid) : -1;
 }
 
 /* Wait (at most 10 s) until the daemon has closed what the fleet held: the

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "spawn.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -78,6 +79,27 @@ int cuflag_daemon_spawn(const char *const *argv, const char *sock, int stderr_fd
 			return -ETIMEDOUT;
 		sleep_ns(PROBE_EVERY_NS);
 	}
+}
+
+int cuflag_fd_count(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	int n = 0;
+	DIR *dir;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/fd");
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	return pid ? n : n - 1; /* the opendir's own fd */
 }
 
 int cuflag_daemon_stop(pid_t pid, int kill_after_ms)

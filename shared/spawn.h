@@ -37,6 +37,12 @@ int cuflag_daemon_spawn(const char *const *argv, const char *sock, int stderr_fd
 			int timeout_ms, pid_t *pid, int *wstatus);
 
 /*
+ * Open fds of process pid, from /proc/PID/fd; of this process when pid is 0
+ * (without the one it reads them through). -1 when /proc does not say.
+ */
+int cuflag_fd_count(pid_t pid);
+
+/*
  * SIGTERM, then wait; SIGKILL once kill_after_ms have passed (never when
  * negative). The wait status, or the negative errno of waitpid(2).
  */

@@ -9,8 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "call.h"
+#include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
 #include "fd-util.h"
+#include "unix-socket.h"
 
 uint64_t consume_blocking(struct cuflag_slot *s)
 {
@@ -86,31 +89,28 @@ int daemon_stop(struct daemon_proc *d)
 	return code;
 }
 
-static int count_dir(const char *path)
-{
-	DIR *dir = opendir(path);
-	struct dirent *e;
-	int n = 0;
-
-	if (!dir)
-		return -1;
-	while ((e = readdir(dir)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(dir);
-	return n;
-}
-
 int daemon_fd_count(const struct daemon_proc *d)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
-	return count_dir(path);
+	return cuflag_fd_count(d->pid);
 }
 
 int self_fd_count(void)
 {
-	return count_dir("/proc/self/fd") - 1; /* the opendir's own fd */
+	return cuflag_fd_count(0);
+}
+
+void check_serves(const char *sock)
+{
+	cuflag_client *c;
+	cuflag_slot *s;
+	uint32_t t;
+
+	CHECK_RC(cuflag_connect(sock, &c));
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	CHECK_RC(cuflag_slot_arm(s, &t));
+	sim_store(cuflag_slot_flag(s), t);
+	CHECK_RC(cuflag_slot_wait(s, t, 2000));
+	cuflag_disconnect(c);
 }
 
 double daemon_cpu_ms(const struct daemon_proc *d)
@@ -155,9 +155,6 @@ int wait_until(int (*pred)(void *), void *arg, int timeout_ms)
 	return 1;
 }
 
-#include "call.h"
-#include "cuflag-proto.h"
-#include "unix-socket.h"
 
 void daemon_stats(const struct daemon_proc *d, struct cuflag_msg_stats_reply *out)
 {

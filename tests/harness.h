@@ -40,6 +40,10 @@ size_t daemon_read_log(struct daemon_proc *d, char *buf, size_t cap);
 /* Open fds of this process. */
 int self_fd_count(void);
 
+/* A whole completion through the daemon at sock (connect, acquire, arm,
+ * store, wait, disconnect); aborts if any step fails. */
+void check_serves(const char *sock);
+
 /* Wait (polling, up to timeout_ms) until pred(arg) is true; 1 if it became true. */
 int wait_until(int (*pred)(void *), void *arg, int timeout_ms);
 
