@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "clock.h"
+#include "fd-util.h"
 
 /* Exit status meaning "cannot run here" (meson reads it as a skip). */
 #define BENCH_EXIT_SKIP 77

@@ -527,8 +527,7 @@ static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
 		goto out;
 	}
 out:
-	if (ep >= 0)
-		close(ep);
+	safe_close(ep);
 	if (s && c)
 		for (unsigned i = 0; i < S; i++)
 			cuflag_slot_release(s[i]);

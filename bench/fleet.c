@@ -149,8 +149,7 @@ double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsig
 		t->per_s = (double)total / t->seconds;
 	}
 out:
-	if (ready[0] >= 0)
-		close(ready[0]);
+	safe_close(ready[0]);
 	free(pids);
 	free(res_fd);
 	if (t->failed) {

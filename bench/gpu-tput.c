@@ -271,10 +271,8 @@ out:
 		cuflag_slot_release(slots[k]);
 	cuflag_disconnect(client);
 	for (unsigned k = 0; fds && k < K; k++)
-		if (fds[k] >= 0)
-			close(fds[k]);
-	if (con.ep >= 0)
-		close(con.ep);
+		safe_close(fds[k]);
+	safe_close(con.ep);
 	if (flags)
 		cu.cuMemFreeHost((void *)flags);
 	if (dev.ctx)

@@ -390,8 +390,7 @@ static void lat_teardown(struct gpu_lat *L)
 	for (int k = 0; k < G_COUNT; k++) {
 		if (L->m[k].ev)
 			cu.cuEventDestroy(L->m[k].ev);
-		if (L->m[k].efd >= 0)
-			close(L->m[k].efd);
+		safe_close(L->m[k].efd);
 		cuflag_slot_release(L->m[k].slot);
 	}
 	cuflag_disconnect(L->client);

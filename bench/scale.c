@@ -221,8 +221,7 @@ static void fleet_stop(struct fleet *f)
 		close(f->ctl[i]);
 	for (unsigned i = 0; i < f->n; i++)
 		bench_reap(f->pid[i], 0);
-	if (f->ready >= 0)
-		close(f->ready);
+	safe_close(f->ready);
 	free(f->pid);
 	free(f->ctl);
 	memset(f, 0, sizeof(*f));
@@ -390,10 +389,8 @@ out:
 			pthread_cancel(st.thread);
 		pthread_join(st.thread, NULL);
 	}
-	if (st.go_efd >= 0)
-		close(st.go_efd);
-	if (ep >= 0)
-		close(ep);
+	safe_close(st.go_efd);
+	safe_close(ep);
 	cuflag_disconnect(c);
 	free(s);
 	free(target);
