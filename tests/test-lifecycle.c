@@ -16,7 +16,7 @@
 
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
-#include "harness.h"
+#include "test-runner.h"
 
 /* One arm, one store, one eventfd signal of exactly 1. */
 static void cycle(cuflag_slot *s)
@@ -50,7 +50,7 @@ static int child_armed(void *arg)
 	return st.clients == 2 && st.slots == 65 && st.pending == 64;
 }
 
-static void test_sigkill_reclaims(void)
+TEST(sigkill_reclaims)
 {
 	struct daemon_proc d;
 	struct cuflag_msg_stats_reply st;
@@ -117,7 +117,7 @@ static int scanner_parked(void *arg)
 	return st.scanner_state == CUFLAG_SCANNER_PARKED;
 }
 
-static void test_idle(void)
+TEST(idle)
 {
 	struct daemon_proc d;
 	struct cuflag_msg_stats_reply st0, st1;
@@ -148,7 +148,7 @@ static void test_idle(void)
 	CHECK(daemon_stop(&d) == 0);
 }
 
-static void test_no_lost_wakeup(void)
+TEST(no_lost_wakeup)
 {
 	const char *args[] = { "--spin-us", "0", NULL };
 	struct cuflag_msg_stats_reply st;
@@ -179,7 +179,7 @@ static void test_no_lost_wakeup(void)
 }
 
 /* A waiter whose daemon goes away still sees its value land. */
-static void test_daemon_gone(void)
+TEST(daemon_gone)
 {
 	struct daemon_proc d;
 	cuflag_client *c;
@@ -205,17 +205,14 @@ static void test_daemon_gone(void)
 	rmdir(d.dir);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	int fds = self_fd_count();
+	const struct test_env env = { 0 }; /* each test starts a daemon of its own */
+	int rc;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-
-	test_sigkill_reclaims();
-	test_idle();
-	test_no_lost_wakeup();
-	test_daemon_gone();
-	CHECK(self_fd_count() == fds);
-	printf("lifecycle: ok\n");
-	return 0;
+	rc = test_run(&env, argc, argv);
+	if (rc == 0)
+		printf("lifecycle: ok\n");
+	return rc;
 }
