@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "call.h"
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
 #include "proto.h"
@@ -88,22 +89,19 @@ struct cuflag_slot {
 };
 
 /*
- * Send one request and wait for its reply (one at a time per client).
- * reply: at least CUFLAG_MSG_MAX bytes; fds: room for max_fds received fds.
- * Returns the reply's status (0 or a negative errno from the daemon) or a
- * transport error; *rlen and *nfds describe what arrived.
+ * Send one request and wait for its reply (one at a time per client); the
+ * request's id is chosen here. Returns the reply's status (0 or a negative
+ * errno from the daemon) or a transport error (-EPIPE, -ENOTCONN,
+ * -ETIMEDOUT, ...); call->reply_len and call->reply_nfds describe what
+ * arrived.
  */
-int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, uint32_t blen,
-		    const int *send_fds, unsigned send_nfds, void *reply, size_t *rlen, int *fds,
-		    unsigned max_fds, unsigned *nfds);
+int cuflag__request(struct cuflag_client *c, struct cuflag_call *call);
 
 /* Whether the daemon's socket has hung up (non-blocking check). */
 int cuflag__daemon_gone(struct cuflag_client *c);
 
 /* One request on sock, the caller holding c->req_lock; as cuflag__request. */
-int cuflag__request_on(struct cuflag_client *c, int sock, uint16_t type, const void *body,
-		       uint32_t blen, const int *send_fds, unsigned send_nfds, void *reply,
-		       size_t *rlen, int *fds, unsigned max_fds, unsigned *nfds);
+int cuflag__request_on(struct cuflag_client *c, int sock, struct cuflag_call *call);
 
 /* Whether a request error means the daemon went away (then resume). */
 static inline int cuflag__gone_error(int rc)
@@ -120,15 +118,15 @@ static inline int cuflag__gone_error(int rc)
  */
 int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait);
 
+/* How long a request may wait for its reply. */
+#define REPLY_TIMEOUT_S 5
+
 /* HELLO on sock: the reply and the daemon page mapped. */
 int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_reply *r,
 		  const struct cuflag_daemon_page **dp, size_t *dp_size);
 
 /* Map a daemon page fd (read-only). */
 int cuflag__map_daemon_page(int fd, const struct cuflag_daemon_page **out, size_t *size);
-
-/* A SOCK_SEQPACKET connection to path with a 5 s reply timeout. */
-int cuflag__open_socket(const char *path);
 
 /* The daemon page now (a resume swaps it). */
 static inline const struct cuflag_daemon_page *cuflag__dpage(const struct cuflag_client *c)

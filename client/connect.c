@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "client-private.h"
+#include "fd-util.h"
 #include "fdpass.h"
+#include "unix-socket.h"
 
 /* How long a request may wait for its reply. */
 #define REPLY_TIMEOUT_S 5
@@ -34,72 +36,25 @@ CUFLAG_EXPORT uint64_t cuflag_client_epoch(const cuflag_client *c)
 	return __atomic_load_n(&c->epoch, __ATOMIC_RELAXED);
 }
 
-int cuflag__request_on(struct cuflag_client *c, int sock, uint16_t type, const void *body,
-		       uint32_t blen, const int *send_fds, unsigned send_nfds, void *reply,
-		       size_t *rlen, int *fds, unsigned max_fds, unsigned *nfds)
+int cuflag__request_on(struct cuflag_client *c, int sock, struct cuflag_call *call)
 {
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_msg_hdr h;
-	const char *why;
-	uint32_t id;
-	ssize_t n;
 	int rc;
 
-	*nfds = 0;
-	if (blen > sizeof(buf) - sizeof(h))
-		return -EMSGSIZE;
-	id = ++c->next_req;
-	cuflag_hdr_init(&h, type, (uint32_t)sizeof(h) + blen, id, 0, (uint16_t)send_nfds);
-	memcpy(buf, &h, sizeof(h));
-	if (blen)
-		memcpy(buf + sizeof(h), body, blen);
-	rc = cuflag_send_msg(sock, buf, sizeof(h) + blen, send_fds, send_nfds, 0);
+	call->id = ++c->next_req;
+	rc = cuflag_call_send(sock, call);
 	if (rc)
 		return rc == -ECONNRESET ? -EPIPE : rc;
-	for (;;) {
-		n = cuflag_recv_msg(sock, reply, CUFLAG_MSG_MAX, fds, max_fds, nfds, 0);
-		if (n < (ssize_t)sizeof(h))
-			break;
-		memcpy(&h, reply, sizeof(h));
-		/* The daemon refused the connection before any request (request
-		 * id 0): its status is the answer. */
-		if (h.req_id == 0 && h.status < 0) {
-			cuflag_close_fds(fds, *nfds);
-			*nfds = 0;
-			return h.status;
-		}
-		/* A late reply to an earlier request that timed out: drop it. */
-		if (h.req_id == id || (int32_t)(h.req_id - id) > 0)
-			break;
-		cuflag_close_fds(fds, *nfds);
-		*nfds = 0;
-	}
-	if (n == 0)
-		return -ENOTCONN;
-	if (n < 0)
-		return n == -EAGAIN || n == -EWOULDBLOCK ? -ETIMEDOUT : (int)n;
-	*rlen = (size_t)n;
-	rc = cuflag_reply_check(reply, (size_t)n, *nfds, type, id, &why);
-	if (rc) {
-		cuflag_close_fds(fds, *nfds);
-		*nfds = 0;
-		return rc;
-	}
-	memcpy(&h, reply, sizeof(h));
-	return h.status;
+	return cuflag_call_recv(sock, call);
 }
 
-int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, uint32_t blen,
-		    const int *send_fds, unsigned send_nfds, void *reply, size_t *rlen, int *fds,
-		    unsigned max_fds, unsigned *nfds)
+int cuflag__request(struct cuflag_client *c, struct cuflag_call *call)
 {
 	for (int tries = 0;; tries++) {
 		unsigned gen = atomic_load(&c->conn_gen);
 		int rc;
 
 		pthread_mutex_lock(&c->req_lock);
-		rc = cuflag__request_on(c, c->sock, type, body, blen, send_fds, send_nfds, reply,
-					rlen, fds, max_fds, nfds);
+		rc = cuflag__request_on(c, c->sock, call);
 		pthread_mutex_unlock(&c->req_lock);
 		/* The daemon went away: carry on with the one that listens now
 		 * (none within the resume timeout: -ENOTCONN). */
@@ -191,45 +146,21 @@ int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_rep
 	struct cuflag_msg_hello hello = { .version_min = CUFLAG_PROTO_VERSION,
 					  .version_max = CUFLAG_PROTO_VERSION };
 	uint8_t reply[CUFLAG_MSG_MAX];
-	size_t rlen = 0;
-	unsigned nfds = 0;
 	int fd = -1, rc;
+	struct cuflag_call call = { .type = CUFLAG_MSG_HELLO, .body = &hello, .blen = sizeof(hello),
+				    .reply = reply, .reply_fds = &fd, .max_fds = 1 };
 
-	rc = cuflag__request_on(c, sock, CUFLAG_MSG_HELLO, &hello, sizeof(hello), NULL, 0, reply,
-				&rlen, &fd, 1, &nfds);
+	rc = cuflag__request_on(c, sock, &call);
 	if (rc)
 		return rc;
-	memcpy(r, reply + sizeof(struct cuflag_msg_hdr), sizeof(*r));
+	memcpy(r, cuflag_call_body(&call), sizeof(*r));
 	if (r->version != CUFLAG_PROTO_VERSION ||
 	    (r->slab != CUFLAG_SLAB_MEMFD && r->slab != CUFLAG_SLAB_CUDA_IPC))
 		rc = -EPROTONOSUPPORT;
 	else
 		rc = cuflag__map_daemon_page(fd, dp, dp_size);
-	close(fd);
+	safe_close(fd);
 	return rc;
-}
-
-int cuflag__open_socket(const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
-	int fd, rc;
-
-	if (strlen(path) >= sizeof(a.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(a.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* A daemon that stops answering turns into -ETIMEDOUT, not a hang. */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
-	return fd;
 }
 
 /* Counts the forks this process descends from (see cuflag__forked). */
@@ -267,12 +198,9 @@ static void client_free(struct cuflag_client *c)
 		munmap((void *)r->page, r->size);
 		free(r);
 	}
-	if (c->wake_fd >= 0)
-		close(c->wake_fd);
-	if (c->region_fd >= 0)
-		close(c->region_fd);
-	if (c->sock >= 0)
-		close(c->sock);
+	c->wake_fd = safe_close(c->wake_fd);
+	c->region_fd = safe_close(c->region_fd);
+	c->sock = safe_close(c->sock);
 	pthread_mutex_destroy(&c->req_lock);
 	pthread_mutex_destroy(&c->arm_lock);
 	pthread_mutex_destroy(&c->slots_lock);
@@ -286,18 +214,17 @@ static int attach_new(struct cuflag_client *c, uint64_t flags_size)
 	struct cuflag_msg_attach m = { 0 };
 	uint8_t reply[CUFLAG_MSG_MAX];
 	int give[2] = { c->region_fd, c->wake_fd }, fd = -1, rc;
-	unsigned nfds = 0;
-	size_t rlen = 0;
+	struct cuflag_call call = { .type = CUFLAG_MSG_ATTACH, .body = &m, .blen = sizeof(m),
+				    .fds = give, .nfds = 2, .reply = reply, .reply_fds = &fd,
+				    .max_fds = 1 };
 
-	rc = cuflag__request_on(c, c->sock, CUFLAG_MSG_ATTACH, &m, sizeof(m), give, 2, reply,
-				&rlen, &fd, 1, &nfds);
+	rc = cuflag__request_on(c, c->sock, &call);
 	if (rc)
 		return rc;
 	/* cuda-ipc: the flags live in a CUDA allocation, not in the region. */
 	if (c->slab == CUFLAG_SLAB_CUDA_IPC)
-		rc = nfds == 1 ? cuflag__ipc_map(c, fd, flags_size) : -EBADMSG;
-	if (nfds)
-		close(fd);
+		rc = call.reply_nfds == 1 ? cuflag__ipc_map(c, fd, flags_size) : -EBADMSG;
+	safe_close(fd);
 	return rc;
 }
 
@@ -328,7 +255,7 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	pthread_mutex_init(&c->arm_lock, NULL);
 	pthread_mutex_init(&c->slots_lock, NULL);
 	pthread_mutex_init(&c->resume_lock, NULL);
-	c->sock = cuflag__open_socket(socket_path);
+	c->sock = cuflag_unix_connect(socket_path, REPLY_TIMEOUT_S);
 	if (c->sock < 0) {
 		rc = c->sock;
 		goto fail;

@@ -20,18 +20,14 @@
 #include <unistd.h>
 
 #include "client-private.h"
-#include "fdpass.h"
+#include "clock.h"
+#include "fd-util.h"
+#include "unix-socket.h"
 #include "timeline.h"
 
 /* While nobody listens, one attempt per this long. */
 #define RESUME_SPACING_NS (25u * 1000000u)
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* The layout a daemon offers is the one this client's region has. */
 static int same_layout(const struct cuflag_region_layout *l, const struct cuflag_msg_hello_reply *r)
@@ -48,8 +44,6 @@ static int adopt_slots(struct cuflag_client *c, int sock)
 	struct cuflag_msg_adopt m;
 	int efds[CUFLAG_BATCH_MAX];
 	uint8_t reply[CUFLAG_MSG_MAX];
-	size_t rlen;
-	unsigned nfds;
 	int rc = 0;
 
 	for (struct cuflag_slot *s = c->slots; s && !rc;) {
@@ -59,10 +53,13 @@ static int adopt_slots(struct cuflag_client *c, int sock)
 			m.ids[m.count] = s->id;
 			efds[m.count++] = cuflag_slot_fd(s);
 		}
-		rc = cuflag__request_on(c, sock, CUFLAG_MSG_ADOPT, &m,
-					(uint32_t)(offsetof(struct cuflag_msg_adopt, ids) +
-						   m.count * sizeof(uint32_t)),
-					efds, m.count, reply, &rlen, NULL, 0, &nfds);
+		struct cuflag_call call = {
+			.type = CUFLAG_MSG_ADOPT, .body = &m,
+			.blen = (uint32_t)(offsetof(struct cuflag_msg_adopt, ids) +
+					   m.count * sizeof(uint32_t)),
+			.fds = efds, .nfds = m.count, .reply = reply,
+		};
+		rc = cuflag__request_on(c, sock, &call);
 	}
 	return rc;
 }
@@ -91,13 +88,15 @@ static int resume_once(struct cuflag_client *c)
 	struct retired_page *ret;
 	uint8_t reply[CUFLAG_MSG_MAX];
 	int give[2] = { c->region_fd, c->wake_fd }, fd = -1, sock, rc;
-	size_t rlen = 0, dp_size = 0;
-	unsigned nfds = 0;
+	size_t dp_size = 0;
+	struct cuflag_call call = { .type = CUFLAG_MSG_ATTACH, .body = &m, .blen = sizeof(m),
+				    .fds = give, .nfds = 2, .reply = reply, .reply_fds = &fd,
+				    .max_fds = 1 };
 
 	ret = malloc(sizeof(*ret));
 	if (!ret)
 		return -ENOMEM;
-	sock = cuflag__open_socket(c->path);
+	sock = cuflag_unix_connect(c->path, REPLY_TIMEOUT_S);
 	if (sock < 0) {
 		free(ret);
 		return sock;
@@ -111,10 +110,8 @@ static int resume_once(struct cuflag_client *c)
 	}
 	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot)
 		m.slots++;
-	rc = cuflag__request_on(c, sock, CUFLAG_MSG_ATTACH, &m, sizeof(m), give, 2, reply, &rlen,
-				&fd, 1, &nfds);
-	if (nfds)
-		close(fd);
+	rc = cuflag__request_on(c, sock, &call);
+	safe_close(fd);
 	if (!rc && m.slots)
 		rc = adopt_slots(c, sock);
 	if (rc)
@@ -137,7 +134,7 @@ out:
 	free(ret);
 	if (dp)
 		munmap((void *)dp, dp_size);
-	close(sock);
+	safe_close(sock);
 	return rc;
 }
 
@@ -145,7 +142,7 @@ static int resume_locked(struct cuflag_client *c)
 {
 	int rc;
 
-	c->last_try_ns = now_ns();
+	c->last_try_ns = cuflag_now_ns();
 	pthread_mutex_lock(&c->req_lock);
 	pthread_mutex_lock(&c->slots_lock);
 	rc = resume_once(c);
@@ -161,7 +158,7 @@ static int resume_locked(struct cuflag_client *c)
 int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait)
 {
 	int timeout = atomic_load(&c->resume_timeout_ms);
-	uint64_t deadline = timeout < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout * 1000000u;
+	uint64_t deadline = timeout < 0 ? UINT64_MAX : cuflag_now_ns() + (uint64_t)timeout * 1000000u;
 	int rc;
 
 	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
@@ -172,7 +169,7 @@ int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait)
 			pthread_mutex_unlock(&c->resume_lock);
 			return 0; /* another thread resumed meanwhile */
 		}
-		uint64_t now = now_ns();
+		uint64_t now = cuflag_now_ns();
 		if (now - c->last_try_ns >= RESUME_SPACING_NS)
 			rc = resume_locked(c);
 		else
@@ -180,7 +177,7 @@ int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait)
 		pthread_mutex_unlock(&c->resume_lock);
 		if (!rc)
 			return 0;
-		if (!wait || now_ns() >= deadline)
+		if (!wait || cuflag_now_ns() >= deadline)
 			return rc == -EAGAIN ? -ENOTCONN : rc;
 		/* Refused while nobody listens, or the daemon is starting: space
 		 * the attempts. A settings change (-ESTALE) will not mend. */

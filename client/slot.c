@@ -11,16 +11,11 @@
 #include <unistd.h>
 
 #include "client-private.h"
+#include "clock.h"
 #include "fdpass.h"
 #include "cpu-relax.h"
 #include "timeline.h"
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 CUFLAG_EXPORT int cuflag_slot_fd(const cuflag_slot *s)
 {
@@ -98,14 +93,14 @@ static int free_ids_locked(struct cuflag_client *c, const uint32_t *ids, uint32_
 {
 	struct cuflag_msg_free m = { .count = n };
 	uint8_t reply[CUFLAG_MSG_MAX];
-	size_t rlen;
-	unsigned nfds;
+	struct cuflag_call call = {
+		.type = CUFLAG_MSG_FREE, .body = &m,
+		.blen = (uint32_t)(offsetof(struct cuflag_msg_free, ids) + n * sizeof(uint32_t)),
+		.reply = reply,
+	};
 
 	memcpy(m.ids, ids, n * sizeof(uint32_t));
-	return cuflag__request_on(c, c->sock, CUFLAG_MSG_FREE, &m,
-				  (uint32_t)(offsetof(struct cuflag_msg_free, ids) +
-					     n * sizeof(uint32_t)),
-				  NULL, 0, reply, &rlen, NULL, 0, &nfds);
+	return cuflag__request_on(c, c->sock, &call);
 }
 
 static int free_ids(struct cuflag_client *c, const uint32_t *ids, uint32_t n)
@@ -151,18 +146,19 @@ static int alloc_batch_locked(struct cuflag_client *c, unsigned n, struct cuflag
 	struct cuflag_msg_alloc_reply r;
 	int fds[CUFLAG_BATCH_MAX];
 	uint32_t ids[CUFLAG_BATCH_MAX];
-	unsigned nfds = 0, i;
-	size_t rlen = 0;
+	unsigned nfds, i;
+	struct cuflag_call call = { .type = CUFLAG_MSG_ALLOC, .body = &m, .blen = sizeof(m),
+				    .reply = reply, .reply_fds = fds, .max_fds = CUFLAG_BATCH_MAX };
 	int rc;
 
-	rc = cuflag__request_on(c, c->sock, CUFLAG_MSG_ALLOC, &m, sizeof(m), NULL, 0, reply, &rlen,
-				fds, CUFLAG_BATCH_MAX, &nfds);
+	rc = cuflag__request_on(c, c->sock, &call);
+	nfds = call.reply_nfds;
 	if (rc) {
 		cuflag_close_fds(fds, nfds);
 		return rc;
 	}
 	memset(&r, 0, sizeof(r));
-	memcpy(&r, reply + sizeof(struct cuflag_msg_hdr), rlen - sizeof(struct cuflag_msg_hdr));
+	memcpy(&r, cuflag_call_body(&call), call.reply_len - sizeof(struct cuflag_msg_hdr));
 	if (r.count != n)
 		rc = -EBADMSG;
 	for (i = 0; !rc && i < n; i++)
@@ -426,7 +422,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		return atomic_load(&s->fault);
 	if (timeout_ms == 0)
 		return -ETIMEDOUT;
-	start = now_ns();
+	start = cuflag_now_ns();
 	if (timeout_ms > 0)
 		deadline = start + (uint64_t)timeout_ms * 1000000u;
 	if (spin_us) {
@@ -434,7 +430,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		unsigned k = 0;
 		while (!reached(s, target)) {
 			cuflag_cpu_relax();
-			if ((++k & 15) == 0 && now_ns() >= spin_end)
+			if ((++k & 15) == 0 && cuflag_now_ns() >= spin_end)
 				break;
 		}
 		if (reached(s, target))
@@ -457,7 +453,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		if ((rc = atomic_load_explicit(&s->fault, memory_order_relaxed)))
 			break;
 		rc = -ETIMEDOUT;
-		now = now_ns();
+		now = cuflag_now_ns();
 		if (now >= deadline)
 			break;
 		ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999u) / 1000000u);
@@ -555,8 +551,8 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 {
 	struct cuflag_msg_bind m = { .id = s ? s->id : 0 };
 	uint8_t reply[CUFLAG_MSG_MAX];
-	size_t rlen;
-	unsigned nfds;
+	struct cuflag_call call = { .type = CUFLAG_MSG_BIND, .body = &m, .blen = sizeof(m),
+				    .fds = &efd, .nfds = 1, .reply = reply };
 	int mine, rc, old;
 
 	if (!s || efd < 0)
@@ -566,8 +562,7 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 	mine = fcntl(efd, F_DUPFD_CLOEXEC, 0);
 	if (mine < 0)
 		return -errno;
-	rc = cuflag__request(s->c, CUFLAG_MSG_BIND, &m, sizeof(m), &efd, 1, reply, &rlen, NULL, 0,
-			     &nfds);
+	rc = cuflag__request(s->c, &call);
 	if (rc) {
 		close(mine);
 		return rc;

@@ -171,6 +171,23 @@ struct cuflag_msg_adopt {
 	uint32_t ids[CUFLAG_BATCH_MAX];
 };
 _Static_assert(offsetof(struct cuflag_msg_adopt, ids) == 8, "adopt ids");
+_Static_assert(offsetof(struct cuflag_msg_adopt, ids) == offsetof(struct cuflag_msg_free, ids),
+	       "FREE and ADOPT share one id batch layout");
+
+/*
+ * Body bytes of a FREE or ADOPT naming n ids, and of an ALLOC reply with n
+ * grants: the messages whose length follows their count. 64-bit, so that a
+ * peer's count cannot wrap the sum.
+ */
+static inline uint64_t cuflag_id_batch_len(uint64_t n)
+{
+	return offsetof(struct cuflag_msg_free, ids) + n * sizeof(uint32_t);
+}
+
+static inline uint64_t cuflag_alloc_reply_len(uint64_t n)
+{
+	return offsetof(struct cuflag_msg_alloc_reply, grants) + n * sizeof(struct cuflag_slot_grant);
+}
 
 /* Reply to STATS. */
 struct cuflag_msg_stats_reply {

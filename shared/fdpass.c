@@ -7,13 +7,12 @@
 #include <unistd.h>
 
 #include "cuflag-proto.h"
+#include "fd-util.h"
 
 void cuflag_close_fds(int *fds, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		if (fds[i] >= 0)
-			close(fds[i]);
-		fds[i] = -1;
+		fds[i] = safe_close(fds[i]);
 	}
 }
 

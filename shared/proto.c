@@ -41,7 +41,7 @@ static int check_id_batch(const unsigned char *body, size_t blen, const char *ba
 {
 	uint32_t count, reserved;
 
-	if (blen < 8)
+	if (blen < cuflag_id_batch_len(0))
 		FAIL(-EBADMSG, bad_len);
 	memcpy(&count, body, 4);
 	memcpy(&reserved, body + 4, 4);
@@ -50,7 +50,7 @@ static int check_id_batch(const unsigned char *body, size_t blen, const char *ba
 	if (count < 1 || count > CUFLAG_BATCH_MAX)
 		FAIL(-EINVAL, bad_count);
 	/* Widened before the sum: count is the peer's. */
-	if ((uint64_t)blen != 8u + (uint64_t)count * 4u)
+	if ((uint64_t)blen != cuflag_id_batch_len(count))
 		FAIL(-EBADMSG, bad_sum);
 	*count_out = count;
 	return 0;
@@ -174,11 +174,11 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 	}
 	case CUFLAG_MSG_ALLOC: {
 		uint32_t count;
-		if (blen < 8)
+		if (blen < cuflag_alloc_reply_len(0))
 			FAIL(-EBADMSG, "ALLOC reply: too short");
 		memcpy(&count, body, 4);
 		if (count < 1 || count > CUFLAG_BATCH_MAX ||
-		    (uint64_t)blen != 8u + (uint64_t)count * sizeof(struct cuflag_slot_grant) ||
+		    (uint64_t)blen != cuflag_alloc_reply_len(count) ||
 		    nfds != count)
 			FAIL(-EBADMSG, "ALLOC reply: count, length and fds disagree");
 		return 0;

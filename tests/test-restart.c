@@ -14,16 +14,15 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "call.h"
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
-#include "fdpass.h"
-#include "harness.h"
-#include "proto.h"
+#include "fd-util.h"
+#include "test-runner.h"
+#include "unix-socket.h"
 
 /* Completions in the eventfd, waiting up to ms for the first. */
 static uint64_t drain(cuflag_slot *s, int ms)
@@ -57,7 +56,6 @@ static void scenario(int kill_it)
 	cuflag_slot *s[6];
 	uint32_t t[6], t3b;
 	uint64_t epoch_a;
-	int fds_before = self_fd_count();
 
 	daemon_start(&a, 0, NULL);
 	CHECK_RC(cuflag_connect(a.sock, &c));
@@ -117,9 +115,18 @@ static void scenario(int kill_it)
 	CHECK(t3b == t[3] + 2);
 	cuflag_disconnect(c);
 	CHECK(daemon_stop(&b) == 0);
-	CHECK(self_fd_count() == fds_before);
 	printf("restart (%s): every completion counted once across the restart\n",
 	       kill_it ? "SIGKILL" : "SIGTERM");
+}
+
+TEST(restart_after_sigterm)
+{
+	scenario(0);
+}
+
+TEST(restart_after_sigkill)
+{
+	scenario(1);
 }
 
 /* ---- what the new daemon must refuse ---- */
@@ -141,38 +148,19 @@ static int wait_until_fds(const struct daemon_proc *d, int fds)
 	return wait_until(fds_are, &w, 5000);
 }
 
-static int raw_connect(const char *path)
+/* One request on sock, its reply in a static buffer: the reply's status. */
+static int raw_call(int sock, struct cuflag_call *call)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	return fd;
-}
-
-/* Send one request, return the reply's status; received fds go to fds. */
-static int raw_request(int sock, uint16_t type, const void *body, uint32_t blen, const int *sfds,
-		       unsigned snfds, int *fds, unsigned max_fds, void *out, size_t out_len)
-{
+	static uint8_t buf[CUFLAG_MSG_MAX];
 	static uint32_t id;
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_msg_hdr h;
-	const char *why;
-	unsigned nfds = 0;
-	ssize_t n;
+	int rc;
 
-	cuflag_hdr_init(&h, type, (uint32_t)sizeof(h) + blen, ++id, 0, (uint16_t)snfds);
-	memcpy(buf, &h, sizeof(h));
-	memcpy(buf + sizeof(h), body, blen);
-	CHECK_RC(cuflag_send_msg(sock, buf, sizeof(h) + blen, sfds, snfds, 0));
-	n = cuflag_recv_msg(sock, buf, sizeof(buf), fds, max_fds, &nfds, 0);
-	CHECK(n > 0);
-	CHECK_RC(cuflag_reply_check(buf, (size_t)n, nfds, type, id, &why));
-	memcpy(&h, buf, sizeof(h));
-	if (out && h.status == 0)
-		memcpy(out, buf + sizeof(h), out_len);
-	return h.status;
+	call->id = ++id;
+	call->reply = buf;
+	rc = cuflag_call(sock, call);
+	CHECK_MSG(call->reply_len > 0, "no reply, or a malformed one (%d: %s)", rc,
+		  call->why ? call->why : "-");
+	return rc;
 }
 
 /* ATTACH a region with a wake fd, announcing slots to adopt. */
@@ -180,10 +168,11 @@ static int attach_with(int sock, int region, int wake, uint32_t slots)
 {
 	struct cuflag_msg_attach m = { .slots = slots };
 	int give[2] = { region, wake }, got = -1;
-	int rc = raw_request(sock, CUFLAG_MSG_ATTACH, &m, sizeof(m), give, 2, &got, 1, NULL, 0);
+	struct cuflag_call call = { .type = CUFLAG_MSG_ATTACH, .body = &m, .blen = sizeof(m),
+				    .fds = give, .nfds = 2, .reply_fds = &got, .max_fds = 1 };
+	int rc = raw_call(sock, &call);
 
-	if (got >= 0)
-		close(got);
+	safe_close(got);
 	return rc;
 }
 
@@ -191,15 +180,29 @@ static int attach_with(int sock, int region, int wake, uint32_t slots)
 static int hello_on(const char *path, struct cuflag_msg_hello_reply *hr)
 {
 	struct cuflag_msg_hello hello = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
-	int sock = raw_connect(path), dp = -1;
+	int sock = cuflag_unix_connect(path, 0), dp = -1;
+	struct cuflag_call hc = { .type = CUFLAG_MSG_HELLO, .body = &hello, .blen = sizeof(hello),
+				  .reply_fds = &dp, .max_fds = 1 };
 
-	CHECK(raw_request(sock, CUFLAG_MSG_HELLO, &hello, sizeof(hello), NULL, 0, &dp, 1, hr,
-			  sizeof(*hr)) == 0);
-	close(dp);
+	CHECK(sock >= 0);
+	CHECK(raw_call(sock, &hc) == 0);
+	memcpy(hr, cuflag_call_body(&hc), sizeof(*hr));
+	safe_close(dp);
 	return sock;
 }
 
-static void test_refusals(void)
+/* ADOPT of one slot id with the eventfd efd: the reply's status. */
+static int adopt_one(int sock, uint32_t id, int efd)
+{
+	struct cuflag_msg_adopt ad = { .count = 1, .ids = { id } };
+	struct cuflag_call call = { .type = CUFLAG_MSG_ADOPT, .body = &ad,
+				    .blen = (uint32_t)cuflag_id_batch_len(1), .fds = &efd,
+				    .nfds = 1 };
+
+	return raw_call(sock, &call);
+}
+
+TEST(refusals)
 {
 	const char *args[] = { "--slots-per-client", "16", NULL };
 	struct cuflag_msg_hello_reply hr;
@@ -214,14 +217,14 @@ static void test_refusals(void)
 	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	CHECK(attach_with(sock, region, efd, 0) == 0);
 	{
-		uint8_t rep[CUFLAG_MSG_MAX];
 		int sfd = -1;
+		struct cuflag_call ac = { .type = CUFLAG_MSG_ALLOC, .body = &al, .blen = sizeof(al),
+					  .reply_fds = &sfd, .max_fds = 1 };
 		/* A second connection may not attach a region a live one holds. */
 		sock2 = hello_on(a.sock, &hr);
 		CHECK(attach_with(sock2, region, efd, 0) == -EBUSY);
 		close(sock2);
-		CHECK(raw_request(sock, CUFLAG_MSG_ALLOC, &al, sizeof(al), NULL, 0, &sfd, 1, rep,
-				  sizeof(rep) - 16) == 0);
+		CHECK(raw_call(sock, &ac) == 0);
 		close(sfd);
 	}
 	close(sock);
@@ -244,16 +247,11 @@ static void test_refusals(void)
 	CHECK(attach_with(sock, region, efd, 17) == -EINVAL);    /* more slots than it has */
 	CHECK(attach_with(sock, region, efd, 2) == 0);           /* this one is right */
 	{
-		struct cuflag_msg_adopt ad = { .count = 1, .ids = { 99 } };
 		int e2 = eventfd(0, EFD_CLOEXEC);
-		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &e2, 1, NULL, 0, NULL, 0) ==
-		      -EINVAL); /* out of range */
-		ad.ids[0] = 0;
-		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &p[0], 1, NULL, 0, NULL, 0) ==
-		      -EBADF); /* not an eventfd */
-		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &e2, 1, NULL, 0, NULL, 0) == 0);
-		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &e2, 1, NULL, 0, NULL, 0) ==
-		      -EINVAL); /* twice */
+		CHECK(adopt_one(sock, 99, e2) == -EINVAL);   /* out of range */
+		CHECK(adopt_one(sock, 0, p[0]) == -EBADF);   /* not an eventfd */
+		CHECK(adopt_one(sock, 0, e2) == 0);
+		CHECK(adopt_one(sock, 0, e2) == -EINVAL);    /* twice */
 		close(e2);
 	}
 	rc = attach_with(sock, region, efd, 0); /* a second ATTACH is a protocol error */
@@ -271,12 +269,14 @@ static void test_refusals(void)
 	       "bad ADOPTs refused\n");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	const struct test_env env = { 0 }; /* each test starts its daemons */
+	int rc;
+
 	setvbuf(stdout, NULL, _IONBF, 0);
-	scenario(0);
-	scenario(1);
-	test_refusals();
-	printf("restart: ok\n");
-	return 0;
+	rc = test_run(&env, argc, argv);
+	if (rc == 0)
+		printf("restart: ok\n");
+	return rc;
 }
