@@ -65,7 +65,7 @@ static int admit_region(struct server *srv, struct session *s, struct request *r
 		req->why = "max-clients-per-uid reached";
 		return REQ_REFUSE(-EUSERS);
 	}
-	left = penalty_left_ms(&srv->penalties, s->uid, cuflagd_now_ms());
+	left = penalty_left_ms(&srv->penalties, s->uid, cuflag_now_ms());
 	if (left) {
 		req->why = "this user's clients are refused a while: one misbehaved";
 		return REQ_REFUSE(-EBUSY);

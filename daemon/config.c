@@ -17,7 +17,7 @@ static void usage(FILE *f)
 		"Usage: cuflagd [OPTIONS]\n"
 		"GPU completion flags for every process on the node.\n\n"
 		"  --socket PATH             listen on PATH (default: socket activation, else\n"
-		"                            " CUFLAGD_DEFAULT_SOCKET ")\n"
+		"                            " CUFLAG_DEFAULT_SOCKET ")\n"
 		"  --max-clients N           clients holding a region at once (default 256)\n"
 		"  --max-clients-per-uid N   of those, per user id (default: max-clients / 4)\n"
 		"  --max-connections-per-uid N\n"

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#define CUFLAGD_DEFAULT_SOCKET "/run/cuflagd/cuflagd.sock"
+#include "cuflag/cuflag.h" /* CUFLAG_DEFAULT_SOCKET */
 
 struct cuflagd_config {
 	const char *socket_path;     /* NULL: socket activation, else the default */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fd-util.h"
 #include "log.h"
 
 static int memfd_sized(const char *name, uint64_t size)
@@ -120,8 +121,7 @@ void daemon_page_destroy(struct daemon_page *dp)
 {
 	if (dp->page)
 		munmap(dp->page, dp->size);
-	if (dp->fd >= 0)
-		close(dp->fd);
+	dp->fd = safe_close(dp->fd);
 	dp->page = NULL;
 	dp->fd = -1;
 }

@@ -165,7 +165,7 @@ static int park_alloc(struct server *srv, struct session *s, const struct reques
 		return -ENOMEM;
 	memcpy(s->parked, &req->h, sizeof(req->h));
 	memcpy(s->parked + sizeof(req->h), req->body, sizeof(struct cuflag_msg_alloc));
-	s->parked_ms = cuflagd_now_ms();
+	s->parked_ms = cuflag_now_ms();
 	session_set_reading(srv, s, 0);
 	return 0;
 }
@@ -323,7 +323,7 @@ static int req_stats(struct server *srv, struct session *s, struct request *req)
 	r.version = CUFLAG_PROTO_VERSION;
 	r.slab = (uint32_t)srv->cfg->slab;
 	r.epoch = srv->epoch;
-	r.uptime_ms = cuflagd_now_ms() - srv->start_ms;
+	r.uptime_ms = cuflag_now_ms() - srv->start_ms;
 	server_totals(srv, &r.clients, &r.slots, &r.pending);
 	r.armed = st.armed;
 	r.wakes = st.wakes;
@@ -415,7 +415,7 @@ int request_dispatch(struct server *srv, struct session *s, const uint8_t *buf, 
 {
 	struct request req = { .fds = fds, .nfds = nfds };
 	const struct req_method *m;
-	uint64_t now = cuflagd_now_ms();
+	uint64_t now = cuflag_now_ms();
 	int rc = cuflag_request_check(buf, len, nfds, &req.why);
 
 	/* Echo what we can of the header so the client can match the reply. */

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fd-util.h"
 #include "log.h"
 #include "cpu-relax.h"
 #include "timeline.h"
@@ -387,7 +388,7 @@ static uint64_t thread_cpu_ns(void)
 static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *s, uint32_t due)
 {
 	struct scanner_user *u = s->sess->user;
-	uint64_t v = due, t0 = cuflagd_now_ns(), t1, c0 = 0, cost;
+	uint64_t v = due, t0 = cuflag_now_ns(), t1, c0 = 0, cost;
 	int cpu = budget_suspect(&u->budget, t0);
 	ssize_t w;
 
@@ -407,7 +408,7 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	atomic_store_explicit(&sc->write_since_ns, t0, memory_order_relaxed);
 	w = write(s->efd, &v, sizeof(v));
 	atomic_store_explicit(&sc->write_since_ns, 0, memory_order_relaxed);
-	t1 = cuflagd_now_ns();
+	t1 = cuflag_now_ns();
 	if (w != (ssize_t)sizeof(v)) {
 		/* The record stays: those completions did happen (the flag says
 		 * so), and a client that resumes counts them from it. */
@@ -536,12 +537,12 @@ static void park(struct scanner *sc, uint64_t timeout_ns)
 		write_tick_set(sc, 1);
 	} else {
 		/* The tick interrupts a long wait every 2 ms: wait out the rest. */
-		uint64_t deadline = cuflagd_now_ns() + timeout_ns, now;
+		uint64_t deadline = cuflag_now_ns() + timeout_ns, now;
 		for (;;) {
 			n = park_wait(sc, ev, 16, timeout_ns);
 			if (n >= 0 || errno != EINTR)
 				break;
-			now = cuflagd_now_ns();
+			now = cuflag_now_ns();
 			if (now >= deadline) {
 				n = 0;
 				break;
@@ -576,12 +577,12 @@ static int budget_spent(struct spin_budget *b, uint64_t budget_ns)
 	if (b->spent)
 		return 1;
 	if (b->passes++ == 0) {
-		b->since = cuflagd_now_ns();
+		b->since = cuflag_now_ns();
 		return 0;
 	}
 	if ((b->passes & 63) && budget_ns)
 		return 0;
-	b->spent = cuflagd_now_ns() - b->since >= budget_ns;
+	b->spent = cuflag_now_ns() - b->since >= budget_ns;
 	return b->spent;
 }
 
@@ -719,12 +720,9 @@ int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32
 	*out = sc;
 	return 0;
 fail:
-	if (sc->cmd_efd >= 0)
-		close(sc->cmd_efd);
-	if (sc->done_efd >= 0)
-		close(sc->done_efd);
-	if (sc->park_ep >= 0)
-		close(sc->park_ep);
+	safe_close(sc->cmd_efd);
+	safe_close(sc->done_efd);
+	safe_close(sc->park_ep);
 	free(sc->sessions);
 	free(sc->pending);
 	pthread_mutex_destroy(&sc->lock);

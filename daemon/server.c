@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fd-util.h"
 #include "fdpass.h"
 #include "notify.h"
 #include "proto.h"
@@ -69,7 +70,7 @@ static int listen_on_path(struct server *srv, const char *path)
 	if (strlen(path) >= sizeof(a.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(a.sun_path, path);
-	if (!strcmp(path, CUFLAGD_DEFAULT_SOCKET) && mkdir("/run/cuflagd", 0755) < 0 &&
+	if (!strcmp(path, CUFLAG_DEFAULT_SOCKET) && mkdir("/run/cuflagd", 0755) < 0 &&
 	    errno != EEXIST)
 		log_warn("cannot create /run/cuflagd: %s", strerror(errno));
 	if (lstat(path, &st) == 0) {
@@ -259,13 +260,13 @@ static void on_scanner_done(struct server *srv)
 	 * Only then: commands come back far more often than clients break. */
 	if (scanner_broken_count(srv->sc) != srv->broken_seen) {
 		srv->broken_seen = scanner_broken_count(srv->sc);
-		drop_broken(srv, cuflagd_now_ms());
+		drop_broken(srv, cuflag_now_ms());
 	}
 }
 
 static void on_tick(struct server *srv)
 {
-	uint64_t v, now = cuflagd_now_ms();
+	uint64_t v, now = cuflag_now_ms();
 	uint64_t since;
 
 	if (read(srv->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
@@ -279,7 +280,7 @@ static void on_tick(struct server *srv)
 	/* A client that made its eventfd blocking and full holds the scanner in
 	 * write(): interrupt it; the scanner then marks that client broken. */
 	since = scanner_write_since_ns(srv->sc);
-	if (since && cuflagd_now_ns() - since > WRITE_STALL_NS)
+	if (since && cuflag_now_ns() - since > WRITE_STALL_NS)
 		pthread_kill(scanner_thread(srv->sc), SIGUSR2);
 
 	drop_broken(srv, now);
@@ -392,9 +393,9 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	srv->tag_timer.kind = EP_TIMER;
 	srv->tag_scanner.kind = EP_SCANNER;
 	srv->rl = (struct cuflagd_ratelimit){ .interval_ms = 1000, .burst = 20 };
-	srv->start_ms = srv->last_status_ms = srv->last_ping_ms = cuflagd_now_ms();
+	srv->start_ms = srv->last_status_ms = srv->last_ping_ms = cuflag_now_ms();
 	if (getrandom(&srv->epoch, sizeof(srv->epoch), 0) != sizeof(srv->epoch))
-		srv->epoch = cuflagd_now_ns() ^ ((uint64_t)getpid() << 32);
+		srv->epoch = cuflag_now_ns() ^ ((uint64_t)getpid() << 32);
 
 	/* Signals: the scanner inherits this mask; SIGUSR2 stays deliverable. */
 	signal(SIGPIPE, SIG_IGN);
@@ -450,7 +451,7 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 		}
 		log_info("using the socket passed by the service manager");
 	} else {
-		const char *path = cfg->socket_path ? cfg->socket_path : CUFLAGD_DEFAULT_SOCKET;
+		const char *path = cfg->socket_path ? cfg->socket_path : CUFLAG_DEFAULT_SOCKET;
 		srv->listen_fd = listen_on_path(srv, path);
 		if (srv->listen_fd < 0) {
 			log_err("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
@@ -538,15 +539,11 @@ void server_fini(struct server *srv)
 	closer_stop(srv->closer);
 	srv->closer = NULL;
 	users_clear(&srv->users);
-	if (srv->listen_fd >= 0)
-		close(srv->listen_fd);
+	srv->listen_fd = safe_close(srv->listen_fd);
 	if (srv->unlink_path)
 		unlink(srv->unlink_path);
-	if (srv->sig_fd >= 0)
-		close(srv->sig_fd);
-	if (srv->timer_fd >= 0)
-		close(srv->timer_fd);
-	if (srv->ep >= 0)
-		close(srv->ep);
+	srv->sig_fd = safe_close(srv->sig_fd);
+	srv->timer_fd = safe_close(srv->timer_fd);
+	srv->ep = safe_close(srv->ep);
 	daemon_page_destroy(&srv->dp);
 }

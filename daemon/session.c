@@ -51,7 +51,7 @@ static void session_bury(struct server *srv, struct session *s)
 struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gid_t gid,
 			    int admin)
 {
-	uint64_t now = cuflagd_now_ms();
+	uint64_t now = cuflag_now_ms();
 	struct session *s = calloc(1, sizeof(*s));
 
 	if (!s)
