@@ -36,6 +36,12 @@ static void load(void)
 	RESOLVE(StreamWriteValue32, cuStreamWriteValue32);
 	RESOLVE(LaunchHostFunc, cuLaunchHostFunc);
 	RESOLVE(StreamQuery, cuStreamQuery);
+	RESOLVE(StreamIsCapturing, cuStreamIsCapturing);
+	RESOLVE(ThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode);
+	RESOLVE(ModuleLoadData, cuModuleLoadData);
+	RESOLVE(ModuleGetFunction, cuModuleGetFunction);
+	RESOLVE(ModuleUnload, cuModuleUnload);
+	RESOLVE(LaunchKernel, cuLaunchKernel);
 	RESOLVE(Init, cuInit);
 	RESOLVE(DeviceGetCount, cuDeviceGetCount);
 	RESOLVE(MemImportFromShareableHandle, cuMemImportFromShareableHandle);
