@@ -42,9 +42,20 @@ int cuflag__capturing(CUstream stream)
 {
 	CUstreamCaptureStatus st;
 
-	if (cuflag__cu.StreamIsCapturing(stream, &st) != CUDA_SUCCESS)
+	switch (cuflag__cu.StreamIsCapturing(stream, &st)) {
+	case CUDA_SUCCESS:
+		return st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	case CUDA_ERROR_NOT_INITIALIZED:
+	case CUDA_ERROR_DEINITIALIZED:
+	case CUDA_ERROR_INVALID_CONTEXT:
+	case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+	case CUDA_ERROR_INVALID_HANDLE:
+	case CUDA_ERROR_INVALID_VALUE:
 		return -ENODEV;
-	return st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	default:
+		/* A faulted context answers every call with its fault. */
+		return -EIO;
+	}
 }
 
 CUstreamCaptureMode cuflag__capture_relax(void)

@@ -19,7 +19,7 @@ struct cuflag_advance {
 
 /* 1 when stream is being captured, 0 when not (or its capture was
  * invalidated: then every enqueue fails by itself), -ENODEV when the driver
- * does not know the stream. */
+ * does not know the stream, -EIO when its context has faulted. */
 int cuflag__capturing(CUstream stream);
 
 /*

@@ -61,7 +61,8 @@ extern "C" {
  * Return: 0, or -ENOSYS (the library was built without CUDA), -EINVAL (NULL
  * argument), -ENODEV (no current context for the
  * stream, or the pages cannot be mapped for this device), -EIO (the driver
- * refused both the write and the host function; the slot is not armed),
+ * refused both the write and the host function, or the stream's context has
+ * faulted; the slot is not armed),
  * -ENOMEM, -ECHILD (the slot's client was connected by the parent of this
  * process), or an error of cuflag_slot_arm().
  */
@@ -94,7 +95,7 @@ CUFLAG_API int cuflag_cuda_launched(cuflag_slot *s, CUstream stream, uint32_t *t
  * Return: 1 (capturing), 0 (not capturing, or a capture that was
  * invalidated), -ENOSYS (built without CUDA), -ENODEV (no driver, or the
  * driver does not know the stream, e.g. the legacy stream 0 with no current
- * context).
+ * context), -EIO (the stream's context has faulted).
  */
 CUFLAG_API int cuflag_cuda_capturing(CUstream stream);
 
