@@ -37,10 +37,21 @@ def landed(slot, target):
     return ((slot._flag.value - target) & _U32) < _HALF
 
 
+def _others_ready(loop):
+    """Whether other callbacks wait for a turn of the loop: spinning would
+    hold them up for the budget, and with them the work they would queue.
+    Read from CPython's loop (its queue of ready callbacks); a loop without
+    one (uvloop) is taken to have none."""
+    return bool(getattr(loop, "_ready", None))
+
+
 def spin(slot, target, spin_us):
     """Look at the flag for up to spin_us microseconds; True once it is
-    there. It holds up the loop meanwhile, which is the point: a completion
-    that lands within the budget costs no wake-up."""
+    there. It holds up the loop meanwhile, which is the point when nothing
+    else would run: a completion that lands within the budget costs no
+    wake-up. It does not spin while other callbacks are ready."""
+    if _others_ready(asyncio.get_running_loop()):
+        return False
     flag = slot._flag
     end = time.perf_counter() + spin_us * 1e-6
     while ((flag.value - target) & _U32) >= _HALF:
@@ -308,7 +319,8 @@ async def wait(slot, target, spin_us=0, sticky=False):
     """Slot.wait_async(): the flag first (spinning up to spin_us), the
     eventfd only when needed, the flag itself once the daemon is gone.
     sticky keeps the slot's watch in the loop once nobody awaits."""
-    if spin_us > 0 and spin(slot, target, spin_us):
+    # The flag first, straight from memory: no library call when it is there.
+    if landed(slot, target) or (spin_us > 0 and spin(slot, target, spin_us)):
         return
     while not slot.reached(target):
         if slot._client._gone:
