@@ -225,10 +225,16 @@ static int enqueue_store(struct cuda_client *cc, struct cuflag_slot *s, CUstream
 			 CUdeviceptr dptr, uint32_t value)
 {
 	struct hostfn_store *h;
+	CUresult r;
 
 	if (!cc->force_hostfn &&
 	    cuflag__cu.StreamWriteValue32(stream, dptr, value, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS)
 		return 0;
+	/* A faulted context refuses the write as well, yet may still run a host
+	 * function, whose store would report work that never finished. */
+	r = cuflag__cu.StreamQuery(stream);
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+		return -EIO;
 	h = malloc(sizeof(*h));
 	if (!h)
 		return -ENOMEM;

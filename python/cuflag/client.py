@@ -14,9 +14,10 @@ from . import stream as _stream
 from .slot import Slot
 
 # How long synchronize() and synchronize_async() look at the flag before
-# they block, by default. Measured on an H200 with examples/python/serve.py
-# (docs/BENCHMARKS.md): short kernels complete within it, and then cost
-# neither a daemon wake-up nor a loop turn.
+# they block, by default; an await spins only while nothing else in its loop
+# is ready and no other await of the client is outstanding. Chosen on an
+# H200 with examples/python/serve.py (docs/BENCHMARKS.md): work that
+# completes within it costs neither a daemon wake-up nor a loop turn.
 DEFAULT_SPIN_US = 50
 
 _POLL_HANGUP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
@@ -74,6 +75,7 @@ class Client:
         self._fd = lib.cuflag_client_fd(ptr)
         self._gone = False  # the daemon hung up (until reconnect())
         self._hangup_watches = {}  # event loop -> its reader of the fd
+        self._awaiting = 0  # awaits of its slots outstanding (they stop spins)
         # Slots are freed by the library when the client goes: keep track
         # of them so that none is used after that.
         self._slots = weakref.WeakSet()
@@ -205,7 +207,7 @@ class Client:
         if _lib.check(_lib.lib().cuflag_cuda_capturing(handle)):
             raise RuntimeError("cannot synchronize a stream under graph capture")
         slot = self._stream_slot(handle, loop)
-        return slot, slot.signal(handle)
+        return slot, slot._signal(handle)
 
     def _spin(self, spin_us):
         if spin_us is None:
@@ -244,7 +246,10 @@ class Client:
         loop runs), whatever the number of coroutines awaiting the stream,
         and each wakes only once its own work is done. Before it yields it
         looks at the flag for ``spin_us`` (None: the client's ``spin_us``),
-        holding up the loop that long at most. Errors as synchronize():
+        holding up the loop that long at most, but only while nothing else
+        in the loop is ready to run and no other await of the client is
+        outstanding (then it would hold up their completions, and the work
+        they would queue next). Errors as synchronize():
         TimeoutError once ``timeout`` seconds pass, OSError(EIO) when a
         device fault stopped the work (the stream is checked every 100 ms
         while awaited).

@@ -129,7 +129,10 @@ class Slot:
         or no CUDA context for the stream), ENOSYS (a library built without
         CUDA), EIO (the driver refused the store).
         """
-        handle = _stream.handle(stream)
+        return self._signal(_stream.handle(stream))
+
+    def _signal(self, handle):
+        """signal() for a handle already found."""
         lib = _lib.lib()
         target = ctypes.c_uint32()
         _lib.check(lib.cuflag_cuda_signal(self._handle(), handle, ctypes.byref(target)))

@@ -57,6 +57,21 @@ def _protocol(stream):
     return _integer(answer[1])
 
 
+def _attribute(name):
+    def route(stream):
+        found = getattr(stream, name, None)
+        return None if found is None else _integer(found)
+    return route
+
+
+# Each way of finding the handle, in the order they are tried.
+_ROUTES = (_integer, _protocol) + tuple(_attribute(a) for a in _ATTRIBUTES)
+# The way that worked for each type of stream object seen: a server hands
+# over the same few types again and again, so only the first costs a search.
+_ROUTE_OF = {}
+_ROUTE_OF_MAX = 64
+
+
 def handle(stream):
     """The CUstream handle of ``stream`` (see the module's documentation).
 
@@ -64,17 +79,18 @@ def handle(stream):
     ValueError for an integer that no handle can be (negative, or 64 bits
     or more). Makes no CUDA call.
     """
-    value = _integer(stream)
+    kind = type(stream)
+    route = _ROUTE_OF.get(kind)
+    value = None if route is None else route(stream)
     if value is None:
-        value = _protocol(stream)
-    for attribute in _ATTRIBUTES:
-        if value is not None:
-            break
-        found = getattr(stream, attribute, None)
-        if found is not None:
-            value = _integer(found)
-    if value is None:
-        raise TypeError(f"not a CUDA stream: {type(stream).__name__} (expected {ACCEPTED})")
+        for route in _ROUTES:
+            value = route(stream)
+            if value is not None:
+                if len(_ROUTE_OF) < _ROUTE_OF_MAX:
+                    _ROUTE_OF[kind] = route
+                break
+        else:
+            raise TypeError(f"not a CUDA stream: {kind.__name__} (expected {ACCEPTED})")
     if not 0 <= value < _HANDLE_LIMIT:
         raise ValueError(f"not a CUstream handle: {value}")
     return value

@@ -11,6 +11,7 @@ faulted context is lost for good): ``gpu_streams.py fault-torch|fault-cupy``.
 """
 
 import asyncio
+import ctypes
 import errno
 import os
 import random
@@ -36,47 +37,6 @@ def fail(what):
 def check(cond, what):
     if not cond:
         fail(what)
-
-
-class Torch:
-    """The few operations the checks need, in PyTorch."""
-
-    def __init__(self):
-        import torch
-        self.torch = torch
-
-    @staticmethod
-    def available():
-        try:
-            import torch
-        except ImportError:
-            return "no torch"
-        return None if torch.cuda.is_available() else "torch sees no GPU"
-
-    def stream(self):
-        return self.torch.cuda.Stream()
-
-    def work(self, stream, us):
-        """Work of about us microseconds on stream, then an event after it."""
-        with self.torch.cuda.stream(stream):
-            self.torch.cuda._sleep(int(us * 2000))  # cycles: about 0.5 ns each
-            ev = self.torch.cuda.Event()
-            ev.record(stream)
-        return ev
-
-    @staticmethod
-    def done(ev):
-        return ev.query()
-
-    def fault(self, stream):
-        """Queue a long kernel, then one that faults (an index out of range:
-        a device-side assertion, which stops the context)."""
-        torch = self.torch
-        with torch.cuda.stream(stream):
-            torch.cuda._sleep(50_000_000)
-            a = torch.zeros(4, device="cuda")
-            idx = torch.tensor([1 << 40], device="cuda")
-            torch.index_select(a, 0, idx)  # asynchronous: no check on the host
 
 
 # Hand-written PTX, loaded by the driver: no CUDA compiler needed.
@@ -111,6 +71,54 @@ $L_busy:
 	ret;
 }
 """
+
+
+class Torch:
+    """The few operations the checks need, in PyTorch."""
+
+    def __init__(self):
+        import torch
+        self.torch = torch
+
+    @staticmethod
+    def available():
+        try:
+            import torch
+        except ImportError:
+            return "no torch"
+        return None if torch.cuda.is_available() else "torch sees no GPU"
+
+    def stream(self):
+        return self.torch.cuda.Stream()
+
+    def work(self, stream, us):
+        """Work of about us microseconds on stream, then an event after it."""
+        with self.torch.cuda.stream(stream):
+            self.torch.cuda._sleep(int(us * 2000))  # cycles: about 0.5 ns each
+            ev = self.torch.cuda.Event()
+            ev.record(stream)
+        return ev
+
+    @staticmethod
+    def done(ev):
+        return ev.query()
+
+    def fault(self, stream):
+        """Queue a long kernel, then one that reads a bad address, on the
+        torch stream (PyTorch has no kernel that faults so: its checks are
+        assertions). The kernels are the PTX below, launched through the
+        driver in PyTorch's context."""
+        cu = ctypes.CDLL("libcuda.so.1")
+        mod, busy, bad = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        check(cu.cuModuleLoadData(ctypes.byref(mod), _PTX) == 0, "cuModuleLoadData")
+        check(cu.cuModuleGetFunction(ctypes.byref(busy), mod, b"busy") == 0, "busy")
+        check(cu.cuModuleGetFunction(ctypes.byref(bad), mod, b"bad") == 0, "bad")
+        for fn, arg in ((busy, 50_000_000), (bad, 0x10)):
+            value = ctypes.c_uint64(arg)
+            params = (ctypes.c_void_p * 1)(ctypes.addressof(value))
+            check(cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0,
+                                    ctypes.c_void_p(stream.cuda_stream), params, None) == 0,
+                  "cuLaunchKernel")
 
 
 class Cupy:
