@@ -43,7 +43,8 @@ boot() {
 }
 dest=$(mktemp -d /tmp/cuflag-dest.XXXXXX)
 meson install -C "$BUILD" --destdir "$dest" --no-rebuild --quiet
-boot tests/boot/boot.sh --destdir "$dest" tests/boot/checks/meson-install.sh
+# (--packages python3: the same cached base root as the packages' test.)
+boot tests/boot/boot.sh --packages python3 --destdir "$dest" tests/boot/checks/meson-install.sh
 rm -rf "$dest"
 # The suites ran above: the package build skips them.
 boot env DEB_BUILD_OPTIONS=nocheck scripts/test-packages.sh

@@ -4,7 +4,7 @@
 the simulated device (a store into the flag), and counts what the daemon
 signals, until STOP exists; then it waits until every completion is counted.
 
-    steady-client.py PROGRESS STOP [SLOTS]
+    steady-client.py PROGRESS STOP [SLOTS] [--no-reconnect]
 
 PROGRESS is rewritten about every 0.1 s with "armed counted reconnects".
 At the end it prints "armed=N counted=N reconnects=R epochs=E" and exits 0
@@ -12,6 +12,8 @@ only when every armed completion was counted exactly once.
 
 When the daemon goes away (an upgrade restarts it) the client calls
 Client.reconnect() itself: the library does not yet resume on its own.
+With --no-reconnect it has no restart code at all, and relies on the
+library to carry it over to the new daemon.
 """
 
 import os
@@ -23,8 +25,10 @@ import cuflag
 
 
 def main():
-    progress, stop = sys.argv[1], sys.argv[2]
-    nslots = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+    args = [a for a in sys.argv[1:] if a != "--no-reconnect"]
+    own_resume = "--no-reconnect" not in sys.argv
+    progress, stop = args[0], args[1]
+    nslots = int(args[2]) if len(args) > 2 else 8
     client = cuflag.Client()
     slots = client.acquire_many(nslots)
     armed = counted = reconnects = 0
@@ -36,6 +40,8 @@ def main():
 
     def resume():
         nonlocal reconnects
+        if not own_resume:
+            return
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -67,6 +73,7 @@ def main():
     while not os.path.exists(stop):
         if client.daemon_gone:
             resume()
+        epochs.add(client.epoch)
         for s in slots:
             s.store(s.arm())
             armed += 1
