@@ -16,7 +16,8 @@ set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 need_packages meson ninja-build gcc pkg-config check libsystemd-dev python3 valgrind \
-	libuv1-dev systemd man-db spin g++ binutils debootstrap systemd-container
+	libuv1-dev systemd man-db spin g++ binutils debootstrap systemd-container \
+	python3-yaml
 BUILD=${BUILD:-build}
 
 setup() { # dir, options...

@@ -4,6 +4,7 @@ socket, cuflagctl, and the checks' helpers."""
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -43,30 +44,37 @@ def expect(cond, what):
         sys.exit(f"check failed: {what}")
 
 
-def start_daemon(tmp, *args, sock=None):
-    """cuflagd on a private socket (sock, else in tmp), with args; ready
-    when it says READY=1 to us. Returns the process and the socket's path."""
+def start_daemon(tmp, *args, sock=None, wrap=()):
+    """cuflagd on a private socket (sock, else in tmp), with args, run by
+    the command wrap if any (such as unshare --fork); ready when it says
+    READY=1 to us. Returns the process and the socket's path."""
     notify_path = os.path.join(tmp, "notify")
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(notify_path)
     notify.settimeout(5)
     sock = sock or os.path.join(tmp, "cuflagd.sock")
     env = dict(os.environ, NOTIFY_SOCKET=notify_path)
-    d = subprocess.Popen([CUFLAGD, "--socket", sock, *args], env=env)
+    d = subprocess.Popen([*wrap, CUFLAGD, "--socket", sock, *args], env=env)
     while b"READY=1" not in notify.recv(4096).split(b"\n"):
         pass
     notify.close()
+    os.unlink(notify_path)
     return d, sock
 
 
 @contextlib.contextmanager
-def running_daemon(tmp, *args, sock=None):
+def running_daemon(tmp, *args, sock=None, wrap=()):
     """start_daemon() for a with block: yields the socket's path; the daemon
-    is stopped at the end and must exit 0."""
-    d, sock = start_daemon(tmp, *args, sock=sock)
+    is stopped at the end (SIGTERM to cuflagd itself, the wrapper's child
+    when wrapped, whose exit status the wrapper passes on) and must exit 0."""
+    d, sock = start_daemon(tmp, *args, sock=sock, wrap=wrap)
     try:
         yield sock
     finally:
-        d.terminate()
+        pid = d.pid
+        if wrap:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                pid = int(f.read().split()[0])
+        os.kill(pid, signal.SIGTERM)
         rc = d.wait(timeout=10)
     expect(rc == 0, f"cuflagd exit status {rc}")

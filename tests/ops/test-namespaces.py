@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: MIT
 """A client as a Kubernetes pod runs it: in its own user, pid and mount
 namespaces (unshare), as an unprivileged user outside that is root inside,
-seeing only the daemon's socket directory, mounted at /run/cuflagd. It is
+seeing only the daemon's socket directory, mounted read-only at /run/cuflagd
+(as deploy/pytorch-example.yaml mounts it). It is
 served with exact counts, and cuflagctl names it by its pid and uid outside
-the namespaces, which is what the daemon's per-uid limits apply to. Without
+the namespaces, which is what the daemon's per-uid limits apply to; a
+daemon in a pid namespace of its own (a DaemonSet without hostPID) sees no
+pid for it (0), only the uid. Without
 the socket's group it is refused: being root in its own user namespace
 gives it nothing outside.
 
@@ -33,6 +36,8 @@ shift
 mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir /run/cuflagd
 mount --bind "$host_dir" /run/cuflagd
+mount -o remount,bind,ro /run/cuflagd
+grep -q ' /run/cuflagd ro[ ,]' /proc/self/mountinfo
 mount -t tmpfs -o mode=0755 tmpfs "$host_dir"
 [ ! -e "$host_dir/cuflagd.sock" ] && [ -S /run/cuflagd/cuflagd.sock ]
 echo "inside: uid $(id -u) pid $$"
@@ -68,7 +73,9 @@ def outside_pid(unshare_pid):
     return pid
 
 
-def check_named(host_dir, sock):
+def hold(host_dir):
+    """A client in the pod's namespaces holding 3 slots, 1 armed; returns
+    it once it is ready."""
     holder = in_pod(host_dir, SLOT_HOLDER, "/run/cuflagd/cuflagd.sock", "3", "1",
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
@@ -76,20 +83,55 @@ def check_named(host_dir, sock):
         expect(inside == ["inside:", "uid", "0", "pid", "1"], f"root and pid 1 inside: {inside}")
         ready = holder.stdout.readline().split()
         expect(ready == ["ready", "1"], f"the holder is pid 1 in its namespace: {ready}")
-        pid = outside_pid(holder.pid)
-        clients = wait_for("the holder's arm", lambda: (lambda c: c if c["clients"] and
-                           c["clients"][0]["pending"] == 1 else None)(ctl_json(sock, "clients")))
-        expect(len(clients["clients"]) == 1, "one client")
-        c = clients["clients"][0]
-        expect(c["pid"] == pid, f"named by its pid outside, {pid}: {c['pid']}")
-        expect(c["uid"] == UID and c["gid"] == UID, f"named by its uid outside, {UID}: {c}")
-        expect(c["slots"] == 3 and c["armed"] == 1, f"3 slots, 1 armed: {c}")
-        print(f"namespaces: pid 1 uid 0 inside is pid {pid} uid {UID} to cuflagd")
-    finally:
-        holder.stdin.close()
-        rc = holder.wait(timeout=10)
+    except BaseException:
+        holder.kill()
+        raise
+    return holder
+
+
+def release(holder, sock):
+    holder.stdin.close()
+    rc = holder.wait(timeout=10)
     expect(rc == 0, f"holder exit status {rc}")
     wait_for("the holder to go", lambda: ctl_json(sock, "clients")["clients"] == [])
+
+
+def the_client(sock):
+    """cuflagctl's one client, once its arm has reached the daemon."""
+    clients = wait_for("the holder's arm", lambda: (lambda c: c if c["clients"] and
+                       c["clients"][0]["pending"] == 1 else None)(ctl_json(sock, "clients")))
+    expect(len(clients["clients"]) == 1, "one client")
+    c = clients["clients"][0]
+    expect(c["uid"] == UID and c["gid"] == UID, f"named by its uid outside, {UID}: {c}")
+    expect(c["slots"] == 3 and c["armed"] == 1, f"3 slots, 1 armed: {c}")
+    return c
+
+
+def check_named(host_dir, sock):
+    holder = hold(host_dir)
+    try:
+        pid = outside_pid(holder.pid)
+        c = the_client(sock)
+        expect(c["pid"] == pid, f"named by its pid outside, {pid}: {c['pid']}")
+        print(f"namespaces: pid 1 uid 0 inside is pid {pid} uid {UID} to cuflagd")
+    finally:
+        release(holder, sock)
+
+
+def check_daemon_in_pod(tmp, host_dir):
+    """cuflagd in a pid namespace of its own, as in a DaemonSet without
+    hostPID: a client of another pid namespace has no pid there (0), and is
+    still named by its uid."""
+    with running_daemon(tmp, sock=os.path.join(host_dir, "cuflagd.sock"),
+                        wrap=("unshare", "--pid", "--fork", "--mount-proc")) as sock:
+        os.chown(sock, 0, SOCKET_GID)
+        holder = hold(host_dir)
+        try:
+            c = the_client(sock)
+            expect(c["pid"] == 0, f"no pid across sibling pid namespaces: {c['pid']}")
+            print(f"namespaces: to a cuflagd in its own pid namespace: pid 0 uid {UID}")
+        finally:
+            release(holder, sock)
 
 
 def check_refused(host_dir):
@@ -141,6 +183,7 @@ def main():
             check_named(host_dir, sock)
             check_refused(host_dir)
             check_counts(host_dir, sock)
+        check_daemon_in_pod(tmp, host_dir)
     print("namespaces: ok")
 
 
