@@ -16,6 +16,9 @@
 #include <unistd.h>
 
 #include "cuflag/cuflag.h"
+#include "cuflag-proto.h"
+#include "proto.h"
+#include <sys/mman.h>
 
 uint64_t consume_blocking(struct cuflag_slot *s)
 {
@@ -293,4 +296,22 @@ double daemon_cpu_share(const struct daemon_proc *d, int ms)
 
 	usleep((useconds_t)ms * 1000);
 	return (double)(daemon_cpu_ns(d) - c0) / (double)(now_ns() - t0);
+}
+
+int make_client_region(const struct cuflag_msg_hello_reply *hr)
+{
+	struct cuflag_region_layout l = {
+		.nslots = hr->nslots, .queue_cap = hr->queue_cap, .head_off = hr->head_off,
+		.tail_off = hr->tail_off, .queue_off = hr->queue_off, .state_off = hr->state_off,
+		.flags_off = hr->flags_off, .size = hr->region_size,
+	};
+	struct cuflag_region_hdr h;
+	int fd = memfd_create("test-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	CHECK(fd >= 0);
+	CHECK(ftruncate(fd, (off_t)l.size) == 0 && fallocate(fd, 0, 0, (off_t)l.size) == 0);
+	cuflag_region_hdr_make(&h, &l);
+	CHECK(pwrite(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h));
+	CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+	return fd;
 }

@@ -89,3 +89,8 @@ int daemon_stop_keep_dir(struct daemon_proc *d);
 /* Start a daemon on a given socket path inside an existing directory. */
 void daemon_start_at(struct daemon_proc *d, const char *dir, const char *sock, int capture_log,
 		     const char *const *extra_args);
+
+struct cuflag_msg_hello_reply;
+/* A region as a client makes it for the layout a HELLO reply gives: a memfd,
+ * every page allocated, the header written, sealed. */
+int make_client_region(const struct cuflag_msg_hello_reply *hr);

@@ -405,18 +405,28 @@ static void expect_served(int fd)
 	CHECK(st.max_clients == MAX_CLIENTS);
 }
 
+/* HELLO, then ATTACH a region made as the library makes it. fds: [0] the
+ * region, [1] the daemon page, [2] the wake eventfd. */
 static void raw_hello(int fd, struct cuflag_msg_hello_reply *hr, int fds[3])
 {
 	struct cuflag_msg_hello h = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
+	struct cuflag_msg_attach a = { 0 };
 	struct msg m;
 	struct reply r;
 
 	msg_init(&m, CUFLAG_MSG_HELLO, &h, sizeof(h));
 	CHECK_RC(raw_send(fd, &m, NULL, 0));
 	expect_ok(fd, CUFLAG_MSG_HELLO, m.h.req_id, &r);
-	CHECK(r.blen == sizeof(*hr) && r.nfds == 3);
+	CHECK(r.blen == sizeof(*hr) && r.nfds == 1);
 	memcpy(hr, r.body, sizeof(*hr));
-	memcpy(fds, r.fds, 3 * sizeof(int));
+	fds[1] = r.fds[0];
+	fds[0] = make_client_region(hr);
+	fds[2] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	msg_init(&m, CUFLAG_MSG_ATTACH, &a, sizeof(a));
+	m.h.nfds = 2;
+	CHECK_RC(raw_send(fd, &m, (int[]){ fds[0], fds[2] }, 2));
+	expect_ok(fd, CUFLAG_MSG_ATTACH, m.h.req_id, &r);
+	CHECK(r.blen == 0 && r.nfds == 0);
 }
 
 /* ALLOC n on a raw connection: grants and eventfds. */
@@ -1103,19 +1113,48 @@ static void test_scribble(void)
 	good_check(100);
 }
 
-/* HELLO on a fresh connection: the reply's status (fds it brought closed). */
-static int hello_status(void)
+/* HELLO and ATTACH on connection fd: the first error, 0, or 1 when the
+ * daemon closed the connection instead (fds brought closed). */
+static int hello_attach_on(int fd)
 {
 	struct cuflag_msg_hello h = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
+	struct cuflag_msg_hello_reply hr;
+	struct cuflag_msg_attach a = { 0 };
 	struct msg m;
 	struct reply r;
-	int fd = raw_connect(), st;
+	ssize_t n;
+	int st, give[2];
 
 	msg_init(&m, CUFLAG_MSG_HELLO, &h, sizeof(h));
-	CHECK_RC(raw_send(fd, &m, NULL, 0));
-	CHECK(raw_recv(fd, &r) > 0);
+	if (raw_send(fd, &m, NULL, 0))
+		return 1;
+	n = raw_recv(fd, &r);
+	if (n <= 0) {
+		CHECK(n == 0 || n == -ECONNRESET);
+		return 1;
+	}
 	st = r.h.status;
+	if (!st)
+		memcpy(&hr, r.body, sizeof(hr));
 	cuflag_close_fds(r.fds, r.nfds);
+	if (st)
+		return st;
+	give[0] = make_client_region(&hr);
+	give[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	msg_init(&m, CUFLAG_MSG_ATTACH, &a, sizeof(a));
+	m.h.nfds = 2;
+	CHECK_RC(raw_send(fd, &m, give, 2));
+	cuflag_close_fds(give, 2);
+	CHECK(raw_recv(fd, &r) > 0);
+	cuflag_close_fds(r.fds, r.nfds);
+	return r.h.status;
+}
+
+/* The same on a fresh connection. */
+static int hello_status(void)
+{
+	int fd = raw_connect(), st = hello_attach_on(fd);
+
 	close(fd);
 	return st;
 }
@@ -1311,24 +1350,13 @@ static void test_many_connections(void)
 	for (int i = 0; i < N; i++)
 		fds[i] = raw_connect();
 	for (int i = 0; i < N; i++) {
-		struct reply r;
-		ssize_t n;
-		msg_init(&m, CUFLAG_MSG_HELLO, &hello_v1, sizeof(hello_v1));
-		if (raw_send(fds[i], &m, NULL, 0)) {
+		int got = hello_attach_on(fds[i]);
+		if (got == 1) {
 			closed++;
-			continue;
-		}
-		n = raw_recv(fds[i], &r);
-		if (n <= 0) {
-			CHECK(n == 0 || n == -ECONNRESET);
-			closed++;
-			continue;
-		}
-		cuflag_close_fds(r.fds, r.nfds);
-		if (r.h.status == 0) {
+		} else if (got == 0) {
 			ok++;
 		} else {
-			CHECK(r.h.status == -EUSERS);
+			CHECK(got == -EUSERS);
 			refused++;
 		}
 	}

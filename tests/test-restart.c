@@ -175,38 +175,51 @@ static int raw_request(int sock, uint16_t type, const void *body, uint32_t blen,
 	return h.status;
 }
 
-static int resume_with(int sock, int region, int wake, uint32_t slots)
+/* ATTACH a region with a wake fd, announcing slots to adopt. */
+static int attach_with(int sock, int region, int wake, uint32_t slots)
 {
-	struct cuflag_msg_resume m = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION,
-				       .slots = slots };
+	struct cuflag_msg_attach m = { .slots = slots };
 	int give[2] = { region, wake }, got = -1;
-	int rc = raw_request(sock, CUFLAG_MSG_RESUME, &m, sizeof(m), give, 2, &got, 1, NULL, 0);
+	int rc = raw_request(sock, CUFLAG_MSG_ATTACH, &m, sizeof(m), give, 2, &got, 1, NULL, 0);
 
 	if (got >= 0)
 		close(got);
 	return rc;
 }
 
+/* A connection that has said HELLO; the reply in *hr. */
+static int hello_on(const char *path, struct cuflag_msg_hello_reply *hr)
+{
+	struct cuflag_msg_hello hello = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
+	int sock = raw_connect(path), dp = -1;
+
+	CHECK(raw_request(sock, CUFLAG_MSG_HELLO, &hello, sizeof(hello), NULL, 0, &dp, 1, hr,
+			  sizeof(*hr)) == 0);
+	close(dp);
+	return sock;
+}
+
 static void test_refusals(void)
 {
 	const char *args[] = { "--slots-per-client", "16", NULL };
-	struct cuflag_msg_hello hello = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
 	struct cuflag_msg_hello_reply hr;
 	struct cuflag_msg_alloc al = { .count = 1 };
 	struct daemon_proc a, b;
-	int fds[4], p[2], sock, efd, base, memfd, region, rc;
+	int p[2], sock, sock2, efd, base, memfd, sparse, region, rc;
 
 	daemon_start(&a, 0, args);
-	/* A real region to offer: HELLO by hand, keep what comes back. */
-	sock = raw_connect(a.sock);
-	CHECK(raw_request(sock, CUFLAG_MSG_HELLO, &hello, sizeof(hello), NULL, 0, fds, 3, &hr,
-			  sizeof(hr)) == 0);
-	region = fds[0];
-	close(fds[1]);
-	efd = fds[2];
+	/* A real region, made and attached by hand, with one slot. */
+	sock = hello_on(a.sock, &hr);
+	region = make_client_region(&hr);
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	CHECK(attach_with(sock, region, efd, 0) == 0);
 	{
 		uint8_t rep[CUFLAG_MSG_MAX];
 		int sfd = -1;
+		/* A second connection may not attach a region a live one holds. */
+		sock2 = hello_on(a.sock, &hr);
+		CHECK(attach_with(sock2, region, efd, 0) == -EBUSY);
+		close(sock2);
 		CHECK(raw_request(sock, CUFLAG_MSG_ALLOC, &al, sizeof(al), NULL, 0, &sfd, 1, rep,
 				  sizeof(rep) - 16) == 0);
 		close(sfd);
@@ -219,13 +232,17 @@ static void test_refusals(void)
 	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	memfd = memfd_create("not-sealed", MFD_CLOEXEC);
 	CHECK(memfd >= 0 && ftruncate(memfd, (off_t)hr.region_size) == 0);
+	sparse = memfd_create("sparse", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	CHECK(sparse >= 0 && ftruncate(sparse, (off_t)hr.region_size) == 0);
+	CHECK(fcntl(sparse, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
 
-	sock = raw_connect(b.sock);
-	CHECK(resume_with(sock, p[0], efd, 0) == -EINVAL);       /* a pipe */
-	CHECK(resume_with(sock, memfd, efd, 0) == -EINVAL);      /* not sealed */
-	CHECK(resume_with(sock, region, p[1], 0) == -EBADF);     /* wake not an eventfd */
-	CHECK(resume_with(sock, region, efd, 17) == -EINVAL);    /* more slots than it has */
-	CHECK(resume_with(sock, region, efd, 2) == 0);           /* this one is right */
+	sock = hello_on(b.sock, &hr);
+	CHECK(attach_with(sock, p[0], efd, 0) == -EINVAL);       /* a pipe */
+	CHECK(attach_with(sock, memfd, efd, 0) == -EINVAL);      /* not sealed */
+	CHECK(attach_with(sock, sparse, efd, 0) == -EINVAL);     /* pages not allocated */
+	CHECK(attach_with(sock, region, p[1], 0) == -EBADF);     /* wake not an eventfd */
+	CHECK(attach_with(sock, region, efd, 17) == -EINVAL);    /* more slots than it has */
+	CHECK(attach_with(sock, region, efd, 2) == 0);           /* this one is right */
 	{
 		struct cuflag_msg_adopt ad = { .count = 1, .ids = { 99 } };
 		int e2 = eventfd(0, EFD_CLOEXEC);
@@ -239,17 +256,19 @@ static void test_refusals(void)
 		      -EINVAL); /* twice */
 		close(e2);
 	}
-	rc = resume_with(sock, region, efd, 0); /* a second RESUME is a protocol error */
+	rc = attach_with(sock, region, efd, 0); /* a second ATTACH is a protocol error */
 	CHECK(rc == -EPROTO);
 	close(sock);
 	close(p[0]);
 	close(p[1]);
 	close(memfd);
+	close(sparse);
 	close(region);
 	close(efd);
 	CHECK(wait_until_fds(&b, base));
 	CHECK(daemon_stop(&b) == 0);
-	printf("restart: a pipe, an unsealed memfd, a wrong wake fd, bad ADOPTs refused\n");
+	printf("restart: a pipe, an unsealed or sparse memfd, a held region, a wrong wake fd, "
+	       "bad ADOPTs refused\n");
 }
 
 int main(void)
