@@ -48,11 +48,8 @@ ok "man pages installed"
 expect "headers and pkg-config file" test -f /usr/include/cuflag/cuflag.h \
 	-a -f /usr/lib/x86_64-linux-gnu/pkgconfig/cuflag-client.pc
 
-# 3. An upgrade in the middle of a client's run keeps its completions. The
-# client calls reconnect() when the daemon hangs up; with --no-reconnect
-# (no restart code at all) it dies today with ENOTCONN from arm() once the
-# arm queue is full, about 1000 completions after the restart: until the
-# library resumes by itself, that is the mode to switch this check to.
+# 3. An upgrade in the middle of a client's run keeps its completions: the
+# client has no restart code, the library resumes with the new daemon.
 pid_before=$(systemctl show -P MainPID cuflagd.service)
 run=$(mktemp -d)
 chown alice "$run"
