@@ -10,16 +10,21 @@
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-need_packages dpkg-dev debhelper lintian fakeroot git
+need_packages dpkg-dev debhelper lintian fakeroot
 out=$(realpath -m "${1:-debs}")
 mkdir -p "$out"
 
 work=$(mktemp -d /tmp/cuflag-debs.XXXXXX)
 trap 'rm -rf "$work"' EXIT INT TERM
 mkdir "$work/cuflag"
-# (A tracked file deleted in the tree is skipped, not an error.)
-git ls-files -z --cached --others --exclude-standard |
-	tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$work/cuflag"
+# (A tracked file deleted in the tree is skipped, not an error.) Outside a
+# git checkout (an unpacked tarball), everything but build trees and debs.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	git ls-files -z --cached --others --exclude-standard |
+		tar --null --ignore-failed-read -T - -cf - 2>/dev/null
+else
+	tar --exclude='./build*' --exclude='./obj-*' --exclude=./debs -cf - .
+fi | tar -xf - -C "$work/cuflag"
 cd "$work/cuflag"
 if ! dpkg-checkbuilddeps >/dev/null 2>&1; then
 	[ "$(id -u)" = 0 ] || { dpkg-checkbuilddeps; exit 1; }

@@ -119,11 +119,14 @@ chmod 755 "$g/check" "$g/run-check"
 echo "$(basename "$check" .sh)" >"$g/name"
 echo "$files" | while IFS= read -r f; do [ -z "$f" ] || cp -a "$f" "$g/files/"; done
 if [ -n "$destdir" ]; then
-	# Into a merged-/usr root: /lib in the tree lands in /usr/lib.
-	tar -C "$destdir" -cf - . | tar -C "$root" -xf - --keep-directory-symlink
+	# Into a merged-/usr root: /lib in the tree lands in /usr/lib; the
+	# root's own directories keep their modes (a 0700 DESTDIR would make
+	# "/" unreadable to every system user).
+	tar -C "$destdir" -cf - . | tar -C "$root" -xf - --keep-directory-symlink --no-overwrite-dir
 	ldconfig -r "$root"
 fi
 cp "$here/guest/cuflag-boot-check.service" "$root/etc/systemd/system/"
+chmod 0755 "$root"
 # No login prompt on the console: a getty starting (or timing out) there
 # hangs the console up under the check, whose output is then lost.
 ln -sf /dev/null "$root/etc/systemd/system/console-getty.service"
