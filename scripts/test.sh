@@ -46,6 +46,8 @@ dest=$(mktemp -d /tmp/cuflag-dest.XXXXXX)
 meson install -C "$BUILD" --destdir "$dest" --no-rebuild --quiet
 # (--packages python3: the same cached base root as the packages' test.)
 boot tests/boot/boot.sh --packages python3 --destdir "$dest" tests/boot/checks/meson-install.sh
+boot tests/boot/boot.sh --packages python3 --destdir "$dest" --file "$BUILD/tests/resume-soak" \
+	tests/boot/checks/restart.sh
 rm -rf "$dest"
 # The suites ran above: the package build skips them.
 boot env DEB_BUILD_OPTIONS=nocheck scripts/test-packages.sh
