@@ -1,7 +1,9 @@
 #!/bin/sh
 # Build cuflag and run every test suite. Run as root on a fresh Debian 12
 # machine: it installs what is missing first.
-#   scripts/test.sh            every suite (gpu tests skip without a GPU), then
+#   scripts/test.sh            every suite (gpu tests skip without a GPU; the
+#                              attack suite runs here only, one test at a
+#                              time, as its figures are wake times), then
 #                              the unit, integration, fuzz and example suites
 #                              again under AddressSanitizer+UBSan and under
 #                              ThreadSanitizer

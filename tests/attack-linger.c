@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A TCP socket whose close lingers (SO_LINGER {1, 600}, data the peer never
+ * reads), its last reference handed to the daemon:
+ *   (a) as the fd of a valid message (BIND, refused: not an eventfd),
+ *   (b) with a malformed message (STATS carrying an fd),
+ *   (c) queued on a client socket behind a message that gets the client
+ *       dropped, so that the daemon never reads it and the fd goes when the
+ *       connection's socket is closed.
+ * Whoever closes it waits up to ten minutes. While it lingers, others must
+ * be served within 1 s, and at the end SIGTERM must stop the daemon within
+ * 1 s with the last one still lingering.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "attacks.h"
+#include "cuflag-proto.h"
+#include "cuflag/cuflag.h"
+#include "proto.h"
+
+/* Long enough for several rounds of every probe (every 100 ms). */
+#define HOLD_MS 1200
+#define VARIANTS 3
+
+struct linger_ctl {
+	_Atomic int start, done, release;
+	_Atomic int delivered[VARIANTS], lingering[VARIANTS];
+};
+
+/* (a) A session of our own (public API), then BIND of its slot to the socket. */
+static void send_bind(int sock, void *arg)
+{
+	struct {
+		struct cuflag_msg_hdr h;
+		struct cuflag_msg_bind b;
+	} m = { .b = { 0 } };
+	cuflag_client *c;
+	cuflag_slot *s;
+
+	(void)arg;
+	if (cuflag_connect(attack_daemon.sock, &c) || cuflag_slot_acquire(c, &s))
+		_exit(1);
+	m.b.id = (uint32_t)cuflag_slot_id(s);
+	cuflag_hdr_init(&m.h, CUFLAG_MSG_BIND, sizeof(m), 0x7fff0001u, 0, 1);
+	if (send_with_fds(cuflag_client_fd(c), &m, sizeof(m), &sock, 1))
+		_exit(1);
+}
+
+/* (b) STATS may carry no fd: a protocol error. */
+static void send_malformed(int sock, void *arg)
+{
+	struct cuflag_msg_hdr h;
+	int fd = daemon_connect_raw();
+
+	(void)arg;
+	cuflag_hdr_init(&h, CUFLAG_MSG_STATS, sizeof(h), 1, 0, 1);
+	if (fd < 0 || send_with_fds(fd, &h, sizeof(h), &sock, 1))
+		_exit(1);
+}
+
+/* (c) A message of no known type first (the client is dropped on reading
+ * it), then the socket: queued, never read. Both go in one sendmmsg(), so
+ * that the daemon cannot read the first and hang up before the second is in. */
+static void send_queued(int sock, void *arg)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct cuflag_msg_hdr bad, h;
+	struct iovec iov[2] = { { &bad, sizeof(bad) }, { &h, sizeof(h) } };
+	struct mmsghdr mm[2];
+	struct cmsghdr *c;
+	int fd = daemon_connect_raw();
+
+	(void)arg;
+	cuflag_hdr_init(&bad, 0x7ffe, sizeof(bad), 1, 0, 0);
+	cuflag_hdr_init(&h, CUFLAG_MSG_STATS, sizeof(h), 2, 0, 1);
+	memset(mm, 0, sizeof(mm));
+	memset(&ctl, 0, sizeof(ctl));
+	for (int i = 0; i < 2; i++) {
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	mm[1].msg_hdr.msg_control = ctl.buf;
+	mm[1].msg_hdr.msg_controllen = sizeof(ctl.buf);
+	c = CMSG_FIRSTHDR(&mm[1].msg_hdr);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &sock, sizeof(int));
+	if (fd < 0 || sendmmsg(fd, mm, 2, MSG_NOSIGNAL) != 2)
+		_exit(1);
+}
+
+static void (*const senders[VARIANTS])(int, void *) = { send_bind, send_malformed, send_queued };
+
+static void attacker_main(void *arg)
+{
+	struct linger_ctl *lc = arg;
+
+	for (int k = 0; k < VARIANTS; k++) {
+		struct linger_conn l;
+		wait_flag(&lc->start, k + 1, 60000);
+		atomic_store(&lc->delivered[k], linger_deliver(&l, senders[k], NULL));
+		atomic_store(&lc->lingering[k], linger_lingering(&l));
+		atomic_store(&lc->done, k + 1);
+		wait_flag(&lc->release, k + 1, 60000);
+		linger_release(&l);
+	}
+}
+
+static const char *const names[VARIANTS] = {
+	"lingering TCP socket as the fd of a valid BIND",
+	"lingering TCP socket with a malformed message (STATS + fd)",
+	"lingering TCP socket queued behind a message that drops the client",
+};
+
+void attack_linger(void)
+{
+	struct linger_ctl *lc = shm_alloc(sizeof(*lc));
+	struct window w[VARIANTS];
+	uint64_t dropped[VARIANTS];
+	double term_ms = 0;
+	pid_t pid;
+
+	/* No priority lowered: the handover must beat the daemon's close. */
+	pid = spawn_user(UID_ATTACKER, 0, attacker_main, lc);
+	for (int k = 0; k < VARIANTS; k++) {
+		window_open(&w[k], names[k]);
+		atomic_store(&lc->start, k + 1);
+		wait_flag(&lc->done, k + 1, 10000);
+		usleep(HOLD_MS * 1000);
+		snprintf(w[k].outcome, sizeof(w[k].outcome), "%s",
+			 !atomic_load(&lc->delivered[k])  ? "NOT DELIVERED"
+			 : atomic_load(&lc->lingering[k]) ? "delivered, its close lingering"
+							  : "delivered, held open");
+		if (!atomic_load(&lc->delivered[k]))
+			fail("%s: the socket never reached the daemon", names[k]);
+		window_close(&w[k]);
+		if (k == VARIANTS - 1) {
+			/* The daemon must stop while a close still lingers. */
+			char t[64];
+			term_ms = daemon_term(1000);
+			if (term_ms < 0)
+				snprintf(t, sizeof(t), "not stopped within 1 s (killed)");
+			else
+				snprintf(t, sizeof(t), "stopped in %.0f ms", term_ms);
+			printf("| SIGTERM while the last close lingers | | | | | | | | | | | %s |\n", t);
+			if (term_ms < 0)
+				fail("SIGTERM did not stop the daemon within 1 s while a close "
+				     "lingered");
+		}
+		atomic_store(&lc->release, k + 1);
+		/* Released: the daemon (if it was stuck) gets going again. */
+		if (k < VARIANTS - 1)
+			dropped[k] = daemon_dropped() - w[k].dropped0;
+		else
+			dropped[k] = 0;
+	}
+	if (child_wait(pid, 10000) != 0)
+		fail("linger: the attacker did not finish");
+	/* A malformed message is a protocol error: that client was dropped. */
+	if (dropped[1] < 1)
+		fail("%s: its client was not dropped", names[1]);
+}
