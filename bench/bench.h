@@ -10,6 +10,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clock.h"
+#include "fd-util.h"
+
 /* Exit status meaning "cannot run here" (meson reads it as a skip). */
 #define BENCH_EXIT_SKIP 77
 
@@ -128,7 +131,7 @@ double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsig
 
 /* Fill res with rc (a negative errno; 0 reads as -EIO) and what failed. */
 void bench_worker_fail(struct bench_worker_result *res, int rc, const char *what);
-/* Read exactly len bytes before the deadline (bench_now_ns); 0 or -1. */
+/* Read exactly len bytes before the deadline (cuflag_now_ns); 0 or -1. */
 int bench_read_full(int fd, void *buf, size_t len, uint64_t deadline);
 /* Reap a child, killing it if it has not ended within 10 s (at once if kill_now). */
 void bench_reap(pid_t pid, int kill_now);
@@ -143,7 +146,6 @@ static inline uint64_t bench_rand(uint64_t *s)
 }
 
 /* stats.c */
-uint64_t bench_now_ns(void);
 void bench_sleep_ns(uint64_t ns);
 double bench_percentile(const double *sorted, size_t n, double p);
 void bench_sort(double *v, size_t n);

@@ -79,7 +79,7 @@ static void *storer_main(void *arg)
 		m = atomic_load(&st->m);
 		t = atomic_load(&st->target);
 		bench_sleep_ns(20000 + bench_rand(&st->rng) % 180000);
-		atomic_store(&st->t0, bench_now_ns());
+		atomic_store(&st->t0, cuflag_now_ns());
 		/* The simulated device write. */
 		__atomic_store_n(m->flag, t, __ATOMIC_RELEASE);
 		if (m->kind == M_DIRECT && write(m->fd, &one, sizeof(one)) != sizeof(one))
@@ -97,7 +97,7 @@ static int storer_start(struct storer *st)
 		fprintf(stderr, "cuflag-bench: eventfd: %s\n", strerror(errno));
 		return -1;
 	}
-	st->rng = bench_now_ns() | 1;
+	st->rng = cuflag_now_ns() | 1;
 	rc = pthread_create(&st->thread, NULL, storer_main, st);
 	if (rc) {
 		fprintf(stderr, "cuflag-bench: pthread_create: %s\n", strerror(rc));
@@ -170,7 +170,7 @@ static int one_wake(struct storer *st, struct mech *m, double *us)
 	do
 		rc = poll(&p, 1, WAKE_TIMEOUT_MS);
 	while (rc < 0 && errno == EINTR);
-	t1 = bench_now_ns();
+	t1 = cuflag_now_ns();
 	if (rc == 0) {
 		bench_lat_fail(m->row, "no wake within %d ms of the store", WAKE_TIMEOUT_MS);
 		return -1;
@@ -474,7 +474,7 @@ static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
 		bench_worker_fail(res, -EPIPE, "start handshake");
 		goto out;
 	}
-	res->t_start = bench_now_ns();
+	res->t_start = cuflag_now_ns();
 	while (res->done < C) {
 		int n;
 		for (unsigned i = 0; i < S; i++) {
@@ -515,7 +515,7 @@ static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
 			}
 		}
 	}
-	res->t_end = bench_now_ns();
+	res->t_end = cuflag_now_ns();
 	/* Exact counts: every slot its quota, and nothing more arrives. */
 	for (unsigned i = 0; i < S; i++)
 		if (done[i] != quota[i]) {
@@ -527,8 +527,7 @@ static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
 		goto out;
 	}
 out:
-	if (ep >= 0)
-		close(ep);
+	safe_close(ep);
 	if (s && c)
 		for (unsigned i = 0; i < S; i++)
 			cuflag_slot_release(s[i]);

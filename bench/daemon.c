@@ -8,40 +8,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
-
-/* 0 connected (and *peer set), else -errno. */
-static int try_connect(const char *path, pid_t *peer)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	int fd, rc = 0;
-
-	if (strlen(path) >= sizeof(a.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(a.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-		rc = -errno;
-	else if (peer && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-		*peer = cred.pid;
-	close(fd);
-	return rc;
-}
+#include "spawn.h"
 
 static int executable(const char *path)
 {
@@ -82,13 +56,13 @@ const char *bench_find_daemon(const char *self)
 int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o)
 {
 	char spin[32], maxc[16];
-	int st;
+	pid_t peer = 0;
+	int st, rc;
 
 	memset(d, 0, sizeof(*d));
 	if (o->socket) {
-		int rc;
 		snprintf(d->sock, sizeof(d->sock), "%s", o->socket);
-		rc = try_connect(d->sock, &d->pid);
+		rc = cuflag_daemon_probe(d->sock, &d->pid);
 		if (rc) {
 			fprintf(stderr, "cuflag-bench: cannot connect to %s: %s\n", d->sock,
 				strerror(-rc));
@@ -104,65 +78,42 @@ int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o)
 	snprintf(d->sock, sizeof(d->sock), "%s/cuflagd.sock", d->dir);
 	snprintf(spin, sizeof(spin), "%u", o->spin_us);
 	snprintf(maxc, sizeof(maxc), "%u", BENCH_MAX_CLIENTS);
-	d->pid = fork();
-	if (d->pid < 0) {
-		fprintf(stderr, "cuflag-bench: fork: %s\n", strerror(errno));
-		rmdir(d->dir);
-		return -errno;
-	}
-	if (d->pid == 0) {
-		/* --max-clients explicit: the scale run connects up to 240 processes at once. */
-		const char *argv[] = { o->daemon, "--socket", d->sock, "--spin-us", spin,
-				       "--max-clients", maxc, "--log-level", "warning", NULL };
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execvp(o->daemon, (char *const *)argv);
-		fprintf(stderr, "cuflag-bench: cannot run %s: %s (set --daemon or $CUFLAGD)\n",
-			o->daemon, strerror(errno));
-		_exit(127);
-	}
-	d->spawned = 1;
+	/* --max-clients explicit: the scale run connects up to 240 processes at once. */
+	const char *argv[] = { o->daemon, "--socket", d->sock, "--spin-us", spin,
+			       "--max-clients", maxc, "--log-level", "warning", NULL };
 	/* Ready when it accepts a connection; give up if it dies or after 10 s. */
-	for (uint64_t end = bench_now_ns() + 10000000000ull; bench_now_ns() < end;) {
-		pid_t peer = 0;
-		if (try_connect(d->sock, &peer) == 0) {
-			if (peer && peer != d->pid)
-				fprintf(stderr, "cuflag-bench: warning: the socket's peer is pid %d, "
-						"not the daemon spawned (%d)\n",
-					(int)peer, (int)d->pid);
-			return 0;
-		}
-		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-			fprintf(stderr, "cuflag-bench: %s exited before it was ready (status %d)\n",
-				o->daemon, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-			d->spawned = 0;
-			d->pid = 0;
-			rmdir(d->dir);
-			return -ECHILD;
-		}
-		bench_sleep_ns(500000);
+	rc = cuflag_daemon_spawn(argv, d->sock, -1, 10000, &d->pid, &st);
+	if (rc == 0) {
+		d->spawned = 1;
+		if (cuflag_daemon_probe(d->sock, &peer) == 0 && peer && peer != d->pid)
+			fprintf(stderr, "cuflag-bench: warning: the socket's peer is pid %d, "
+					"not the daemon spawned (%d)\n",
+				(int)peer, (int)d->pid);
+		return 0;
 	}
-	fprintf(stderr, "cuflag-bench: %s did not accept connections within 10 s\n", o->daemon);
-	bench_daemon_stop(d);
-	return -ETIMEDOUT;
+	if (rc == -ETIMEDOUT) {
+		d->spawned = 1;
+		fprintf(stderr, "cuflag-bench: %s did not accept connections within 10 s\n",
+			o->daemon);
+		bench_daemon_stop(d);
+		return rc;
+	}
+	if (rc == -ECHILD)
+		fprintf(stderr, "cuflag-bench: %s exited before it was ready (status %d)\n",
+			o->daemon, cuflag_exit_code(st));
+	else
+		fprintf(stderr, "cuflag-bench: fork: %s\n", strerror(-rc));
+	d->pid = 0;
+	rmdir(d->dir);
+	return rc;
 }
 
 void bench_daemon_stop(struct bench_daemon *d)
 {
-	int st;
-
 	if (!d->spawned)
 		return;
-	kill(d->pid, SIGTERM);
 	/* Bounded: SIGKILL after 5 s. */
-	for (int i = 0; i < 5000; i++) {
-		if (waitpid(d->pid, &st, WNOHANG) == d->pid)
-			goto reaped;
-		bench_sleep_ns(1000000);
-	}
-	fprintf(stderr, "cuflag-bench: cuflagd did not stop on SIGTERM; killing it\n");
-	kill(d->pid, SIGKILL);
-	waitpid(d->pid, &st, 0);
-reaped:
+	cuflag_daemon_stop(d->pid, 5000);
 	unlink(d->sock);
 	rmdir(d->dir);
 	d->spawned = 0;

@@ -24,7 +24,7 @@ int bench_read_full(int fd, void *buf, size_t len, uint64_t deadline)
 
 	while (got < len) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		uint64_t now = bench_now_ns();
+		uint64_t now = cuflag_now_ns();
 		ssize_t n;
 		if (now >= deadline)
 			return -1;
@@ -103,7 +103,7 @@ double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsig
 			 strerror(errno));
 		t->failed = 1;
 	}
-	deadline = bench_now_ns() + (uint64_t)ready_s * 1000000000u;
+	deadline = cuflag_now_ns() + (uint64_t)ready_s * 1000000000u;
 	for (unsigned i = 0; i < started && !t->failed; i++)
 		if (bench_read_full(ready[0], &byte, 1, deadline)) {
 			snprintf(t->why, sizeof(t->why), "a worker did not get ready (see above)");
@@ -114,7 +114,7 @@ double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsig
 		if (write(go[1], "g", 1) != 1)
 			t->failed = 1;
 	close(go[1]);
-	deadline = bench_now_ns() + (uint64_t)run_s * 1000000000u;
+	deadline = cuflag_now_ns() + (uint64_t)run_s * 1000000000u;
 	for (unsigned i = 0; i < started; i++) {
 		struct bench_worker_result res;
 		if (bench_read_full(res_fd[i], &res, sizeof(res), deadline)) {
@@ -149,8 +149,7 @@ double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsig
 		t->per_s = (double)total / t->seconds;
 	}
 out:
-	if (ready[0] >= 0)
-		close(ready[0]);
+	safe_close(ready[0]);
 	free(pids);
 	free(res_fd);
 	if (t->failed) {

@@ -102,7 +102,7 @@ static void *consumer_main(void *arg)
 			}
 		}
 	}
-	c->t_end = bench_now_ns();
+	c->t_end = cuflag_now_ns();
 out:
 	free(got);
 	return NULL;
@@ -205,7 +205,7 @@ static void worker(int mech, int kernels, unsigned K, uint64_t per_stream, const
 		wfail(res, "start handshake", NULL);
 		goto out;
 	}
-	res->t_start = bench_now_ns();
+	res->t_start = cuflag_now_ns();
 	if (mech != T_CEILING) {
 		rc = pthread_create(&con.thread, NULL, consumer_main, &con);
 		if (rc) {
@@ -235,7 +235,7 @@ static void worker(int mech, int kernels, unsigned K, uint64_t per_stream, const
 	}
 	if (mech == T_CEILING) {
 		W_TRY(cu.cuCtxSynchronize());
-		res->t_end = bench_now_ns();
+		res->t_end = cuflag_now_ns();
 		for (unsigned k = 0; k < K; k++) {
 			uint32_t v = __atomic_load_n(&flags[k * 16], __ATOMIC_ACQUIRE);
 			if (v != (uint32_t)per_stream) {
@@ -271,10 +271,8 @@ out:
 		cuflag_slot_release(slots[k]);
 	cuflag_disconnect(client);
 	for (unsigned k = 0; fds && k < K; k++)
-		if (fds[k] >= 0)
-			close(fds[k]);
-	if (con.ep >= 0)
-		close(con.ep);
+		safe_close(fds[k]);
+	safe_close(con.ep);
 	if (flags)
 		cu.cuMemFreeHost((void *)flags);
 	if (dev.ctx)

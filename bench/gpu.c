@@ -81,11 +81,11 @@ static void *opener_main(void *arg)
 			cuflag_cpu_relax();
 			continue;
 		}
-		until = bench_now_ns() + atomic_load(&op->delay_ns);
-		while (bench_now_ns() < until)
+		until = cuflag_now_ns() + atomic_load(&op->delay_ns);
+		while (cuflag_now_ns() < until)
 			cuflag_cpu_relax();
 		atomic_store(&op->go, 0);
-		atomic_store(&op->t0, bench_now_ns());
+		atomic_store(&op->t0, cuflag_now_ns());
 		__atomic_store_n(op->gate, g, __ATOMIC_RELEASE);
 	}
 	return NULL;
@@ -115,12 +115,12 @@ static int poll_fd(struct gmech_state *m, int fd)
 
 static int spin_until(struct gmech_state *m, volatile uint32_t *flag, uint32_t want)
 {
-	uint64_t end = bench_now_ns() + (uint64_t)WAIT_TIMEOUT_MS * 1000000u;
+	uint64_t end = cuflag_now_ns() + (uint64_t)WAIT_TIMEOUT_MS * 1000000u;
 	unsigned k = 0;
 
 	while ((int32_t)(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - want) < 0) {
 		cuflag_cpu_relax();
-		if ((++k & 1023) == 0 && bench_now_ns() > end) {
+		if ((++k & 1023) == 0 && cuflag_now_ns() > end) {
 			bench_lat_fail(m->row, "flag not written within %d ms", WAIT_TIMEOUT_MS);
 			return -1;
 		}
@@ -187,10 +187,10 @@ static int gm_wait(struct gmech_state *m, uint32_t want)
 		e = cu.cuEventSynchronize(m->ev);
 		break;
 	case G_EVSPIN:
-		end = bench_now_ns() + (uint64_t)WAIT_TIMEOUT_MS * 1000000u;
+		end = cuflag_now_ns() + (uint64_t)WAIT_TIMEOUT_MS * 1000000u;
 		while ((e = cu.cuEventQuery(m->ev)) == CUDA_ERROR_NOT_READY) {
 			cuflag_cpu_relax();
-			if (bench_now_ns() > end) {
+			if (cuflag_now_ns() > end) {
 				bench_lat_fail(m->row, "event not reached within %d ms",
 					       WAIT_TIMEOUT_MS);
 				return -1;
@@ -292,7 +292,7 @@ static int one_sample(struct gpu_lat *L, struct gmech_state *m, double *us)
 		cu.cuStreamSynchronize(L->stream);
 		return -1;
 	}
-	t1 = bench_now_ns();
+	t1 = cuflag_now_ns();
 	t0 = atomic_load(&L->op.t0);
 	if (L->host[1] == g) {
 		bench_lat_fail(m->row, "the gate kernel never saw the gate open (10 s)");
@@ -361,7 +361,7 @@ static int lat_setup(struct gpu_lat *L, const struct bench_opts *o, struct bench
 			       strerror(-rc));
 	}
 	L->op.gate = &L->host[0];
-	L->op.rng = bench_now_ns() | 1;
+	L->op.rng = cuflag_now_ns() | 1;
 	rc = pthread_create(&L->op.thread, NULL, opener_main, &L->op);
 	if (rc) {
 		fprintf(stderr, "cuflag-bench: pthread_create: %s\n", strerror(rc));
@@ -390,8 +390,7 @@ static void lat_teardown(struct gpu_lat *L)
 	for (int k = 0; k < G_COUNT; k++) {
 		if (L->m[k].ev)
 			cu.cuEventDestroy(L->m[k].ev);
-		if (L->m[k].efd >= 0)
-			close(L->m[k].efd);
+		safe_close(L->m[k].efd);
 		cuflag_slot_release(L->m[k].slot);
 	}
 	cuflag_disconnect(L->client);

@@ -145,10 +145,8 @@ void handoff_stop(struct handoff *h)
 		pthread_join(h->thread, NULL);
 	if (h->pid > 0)
 		bench_reap(h->pid, 0);
-	if (h->efd >= 0)
-		close(h->efd);
-	if (h->wake_efd >= 0)
-		close(h->wake_efd);
+	safe_close(h->efd);
+	safe_close(h->wake_efd);
 	if (h->page)
 		munmap(h->page, sizeof(*h->page));
 	free(h);

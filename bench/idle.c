@@ -34,10 +34,10 @@ void bench_idle_cpu(const struct bench_opts *o, struct bench_report *r,
 	/* Let the scanner spend its spin budget (and the clients' setup settle). */
 	bench_sleep_ns((uint64_t)o->spin_us * 2000 + 100000000ull);
 	cpu0 = bench_daemon_cpu_ms(d);
-	t0 = bench_now_ns();
+	t0 = cuflag_now_ns();
 	bench_sleep_ns((uint64_t)o->idle_ms * 1000000ull);
 	cpu1 = bench_daemon_cpu_ms(d);
-	t1 = bench_now_ns();
+	t1 = cuflag_now_ns();
 	if (cpu0 >= 0 && cpu1 >= 0) {
 		r->idle_seconds = (double)(t1 - t0) / 1e9;
 		r->idle_pct = (cpu1 - cpu0) / 10.0 / r->idle_seconds;

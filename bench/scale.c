@@ -19,7 +19,6 @@
  * before the daemon is spawned (it inherits it) up to the hard limit, and the
  * fleet shrinks, saying so, when even that is too low.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -35,6 +34,7 @@
 
 #include "bench.h"
 #include "cuflag/cuflag.h"
+#include "spawn.h"
 
 /* Descriptors the daemon needs besides one per slot: its own, and a few per client. */
 #define FD_BASE 128
@@ -192,7 +192,7 @@ static int fleet_spawn(struct fleet *f, unsigned n, unsigned S, const char *sock
  * reported (-errno), or -ETIMEDOUT. */
 static int fleet_collect(struct fleet *f, unsigned char want)
 {
-	uint64_t deadline = bench_now_ns() + (uint64_t)READY_S * 1000000000u;
+	uint64_t deadline = cuflag_now_ns() + (uint64_t)READY_S * 1000000000u;
 	int err = 0;
 
 	for (unsigned i = 0; i < f->n; i++) {
@@ -221,8 +221,7 @@ static void fleet_stop(struct fleet *f)
 		close(f->ctl[i]);
 	for (unsigned i = 0; i < f->n; i++)
 		bench_reap(f->pid[i], 0);
-	if (f->ready >= 0)
-		close(f->ready);
+	safe_close(f->ready);
 	free(f->pid);
 	free(f->ctl);
 	memset(f, 0, sizeof(*f));
@@ -232,34 +231,19 @@ static void fleet_stop(struct fleet *f)
 /* How many descriptors the daemon holds; < 0 when /proc does not say. */
 static long daemon_fds(const struct bench_daemon *d)
 {
-	char path[64];
-	struct dirent *e;
-	long n = 0;
-	DIR *dir;
-
-	if (d->pid <= 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
-	dir = opendir(path);
-	if (!dir)
-		return -1;
-	while ((e = readdir(dir)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(dir);
-	return n;
+	return d->pid > 0 ? cuflag_fd_count(d->pid) : -1;
 }
 
 /* Wait (at most 10 s) until the daemon has closed what the fleet held: the
  * measuring after the fleet must not overlap the daemon's teardown. */
 static void wait_daemon_fds(const struct bench_daemon *d, long base)
 {
-	uint64_t end = bench_now_ns() + 10000000000ull;
+	uint64_t end = cuflag_now_ns() + 10000000000ull;
 	long n = -1;
 
 	if (base < 0)
 		return;
-	while (bench_now_ns() < end) {
+	while (cuflag_now_ns() < end) {
 		n = daemon_fds(d);
 		if (n < 0 || n <= base + FD_PER_CLIENT)
 			return;
@@ -336,7 +320,7 @@ static void armed_count(int ep, unsigned n, cuflag_slot **s, uint64_t *done,
 			}
 		}
 	}
-	res->t_end = bench_now_ns();
+	res->t_end = cuflag_now_ns();
 	if (epoll_wait(ep, ev, 64, 20) != 0)
 		bench_worker_fail(res, -EPROTO, "completions signalled past the last one armed");
 }
@@ -350,7 +334,7 @@ static void armed_child(const struct armed_args *a, unsigned idx, int ready_fd, 
 	uint32_t *target = calloc(n, sizeof(*target));
 	unsigned *order = calloc(n, sizeof(*order));
 	uint64_t *done = calloc(n, sizeof(*done)), one = 1;
-	uint64_t rng = (bench_now_ns() ^ ((uint64_t)idx * 0x9e3779b97f4a7c15ull)) | 1;
+	uint64_t rng = (cuflag_now_ns() ^ ((uint64_t)idx * 0x9e3779b97f4a7c15ull)) | 1;
 	struct armed_storer st = { .go_efd = -1, .n = n, .s = s, .target = target, .order = order };
 	int ep = -1, rc, started = 0;
 	char byte = 'r';
@@ -392,7 +376,7 @@ static void armed_child(const struct armed_args *a, unsigned idx, int ready_fd, 
 		bench_worker_fail(res, -EPIPE, "start handshake");
 		goto out;
 	}
-	res->t_start = bench_now_ns();
+	res->t_start = cuflag_now_ns();
 	if (write(st.go_efd, &one, sizeof(one)) != sizeof(one)) {
 		bench_worker_fail(res, -errno, "eventfd write");
 		goto out;
@@ -405,10 +389,8 @@ out:
 			pthread_cancel(st.thread);
 		pthread_join(st.thread, NULL);
 	}
-	if (st.go_efd >= 0)
-		close(st.go_efd);
-	if (ep >= 0)
-		close(ep);
+	safe_close(st.go_efd);
+	safe_close(ep);
 	cuflag_disconnect(c);
 	free(s);
 	free(target);

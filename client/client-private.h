@@ -3,21 +3,40 @@
 #ifndef CUFLAG_CLIENT_PRIVATE_H
 #define CUFLAG_CLIENT_PRIVATE_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "call.h"
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
 #include "proto.h"
 
+/* A daemon page mapping a resume replaced: other threads may still read it,
+ * so it stays mapped until the client goes. */
+struct retired_page {
+	const struct cuflag_daemon_page *page;
+	size_t size;
+	struct retired_page *next;
+};
+
 struct cuflag_client {
+	/* The connection. Its fd number never changes: a resume puts the new
+	 * connection in its place (dup2), so no thread can use a stale number. */
 	int sock;
-	char path[108];           /* the daemon's socket, for cuflag_reconnect() */
-	int region_fd;            /* kept: a restarted daemon adopts the region */
+	char path[108];           /* the daemon's socket, to resume with */
+	int region_fd;            /* ours: a daemon that restarts is handed it again */
 	pthread_mutex_t req_lock; /* one request in flight at a time */
 	uint32_t next_req;
+
+	/* Resuming with the daemon that listens after a restart (resume.c). */
+	pthread_mutex_t resume_lock; /* at most one resume in flight */
+	_Atomic unsigned conn_gen;   /* bumped by every resume */
+	uint64_t last_try_ns;        /* attempts are spaced while nobody listens */
+	_Atomic int resume_timeout_ms;
+	struct retired_page *retired;
 
 	uint8_t *region;
 	struct cuflag_region_layout layout;
@@ -26,8 +45,9 @@ struct cuflag_client {
 	struct cuflag_arm *queue;
 	volatile uint32_t *flags;
 
-	const struct cuflag_daemon_page *dpage;
+	const struct cuflag_daemon_page *dpage; /* atomic pointer: a resume swaps it */
 	size_t dpage_size;
+	volatile struct cuflag_slot_state *states; /* the daemon's record per slot */
 	int wake_fd;
 	uint64_t epoch;
 	int slab;
@@ -56,6 +76,7 @@ struct cuflag_slot {
 	volatile uint32_t *flag;
 	pthread_mutex_t lock;    /* reserving the next value */
 	_Atomic uint32_t next;   /* last value reserved */
+	_Atomic uint32_t consumed; /* the daemon's record up to which consume counted */
 	int wait_ep;             /* cached edge-triggered epoll for waits, or -1 */
 	_Atomic int wait_ep_busy;
 	uint32_t wait_ep_gen;    /* efd_gen the cached epoll was made for */
@@ -68,17 +89,50 @@ struct cuflag_slot {
 };
 
 /*
- * Send one request and wait for its reply (one at a time per client).
- * reply: at least CUFLAG_MSG_MAX bytes; fds: room for max_fds received fds.
- * Returns the reply's status (0 or a negative errno from the daemon) or a
- * transport error; *rlen and *nfds describe what arrived.
+ * Send one request and wait for its reply (one at a time per client); the
+ * request's id is chosen here. Returns the reply's status (0 or a negative
+ * errno from the daemon) or a transport error (-EPIPE, -ENOTCONN,
+ * -ETIMEDOUT, ...); call->reply_len and call->reply_nfds describe what
+ * arrived.
  */
-int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, uint32_t blen,
-		    const int *send_fds, unsigned send_nfds, void *reply, size_t *rlen, int *fds,
-		    unsigned max_fds, unsigned *nfds);
+int cuflag__request(struct cuflag_client *c, struct cuflag_call *call);
 
 /* Whether the daemon's socket has hung up (non-blocking check). */
 int cuflag__daemon_gone(struct cuflag_client *c);
+
+/* One request on sock, the caller holding c->req_lock; as cuflag__request. */
+int cuflag__request_on(struct cuflag_client *c, int sock, struct cuflag_call *call);
+
+/* Whether a request error means the daemon went away (then resume). */
+static inline int cuflag__gone_error(int rc)
+{
+	return rc == -EPIPE || rc == -ENOTCONN || rc == -ECONNRESET;
+}
+
+/*
+ * The daemon went away (seen on connection generation gen): resume with the
+ * one that listens now, unless another thread did since. wait: keep trying,
+ * attempts spaced, up to the client's resume timeout; else at most one
+ * attempt, and none if the last was less than the spacing ago. 0 once
+ * resumed, or the last attempt's error.
+ */
+int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait);
+
+/* How long a request may wait for its reply. */
+#define REPLY_TIMEOUT_S 5
+
+/* HELLO on sock: the reply and the daemon page mapped. */
+int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_reply *r,
+		  const struct cuflag_daemon_page **dp, size_t *dp_size);
+
+/* Map a daemon page fd (read-only). */
+int cuflag__map_daemon_page(int fd, const struct cuflag_daemon_page **out, size_t *size);
+
+/* The daemon page now (a resume swaps it). */
+static inline const struct cuflag_daemon_page *cuflag__dpage(const struct cuflag_client *c)
+{
+	return __atomic_load_n(&c->dpage, __ATOMIC_ACQUIRE);
+}
 
 /* Wake the scanner if it published "parked" (after a full fence). */
 void cuflag__wake_scanner(struct cuflag_client *c);

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,7 +14,9 @@
 #include <unistd.h>
 
 #include "client-private.h"
+#include "fd-util.h"
 #include "fdpass.h"
+#include "unix-socket.h"
 
 /* How long a request may wait for its reply. */
 #define REPLY_TIMEOUT_S 5
@@ -30,69 +33,37 @@ CUFLAG_EXPORT int cuflag_client_fd(const cuflag_client *c)
 
 CUFLAG_EXPORT uint64_t cuflag_client_epoch(const cuflag_client *c)
 {
-	return c->epoch;
+	return __atomic_load_n(&c->epoch, __ATOMIC_RELAXED);
 }
 
-/* One request and its reply on sock; the caller holds c->req_lock. */
-static int request_locked(struct cuflag_client *c, int sock, uint16_t type, const void *body,
-			  uint32_t blen, const int *send_fds, unsigned send_nfds, void *reply,
-			  size_t *rlen, int *fds, unsigned max_fds, unsigned *nfds)
+int cuflag__request_on(struct cuflag_client *c, int sock, struct cuflag_call *call)
 {
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_msg_hdr h;
-	const char *why;
-	uint32_t id;
-	ssize_t n;
 	int rc;
 
-	*nfds = 0;
-	if (blen > sizeof(buf) - sizeof(h))
-		return -EMSGSIZE;
-	id = ++c->next_req;
-	cuflag_hdr_init(&h, type, (uint32_t)sizeof(h) + blen, id, 0, (uint16_t)send_nfds);
-	memcpy(buf, &h, sizeof(h));
-	if (blen)
-		memcpy(buf + sizeof(h), body, blen);
-	rc = cuflag_send_msg(sock, buf, sizeof(h) + blen, send_fds, send_nfds, 0);
+	call->id = ++c->next_req;
+	rc = cuflag_call_send(sock, call);
 	if (rc)
 		return rc == -ECONNRESET ? -EPIPE : rc;
-	for (;;) {
-		n = cuflag_recv_msg(sock, reply, CUFLAG_MSG_MAX, fds, max_fds, nfds, 0);
-		if (n < (ssize_t)sizeof(h))
-			break;
-		memcpy(&h, reply, sizeof(h));
-		/* A late reply to an earlier request that timed out: drop it. */
-		if (h.req_id == id || (int32_t)(h.req_id - id) > 0)
-			break;
-		cuflag_close_fds(fds, *nfds);
-		*nfds = 0;
-	}
-	if (n == 0)
-		return -ENOTCONN;
-	if (n < 0)
-		return n == -EAGAIN || n == -EWOULDBLOCK ? -ETIMEDOUT : (int)n;
-	*rlen = (size_t)n;
-	rc = cuflag_reply_check(reply, (size_t)n, *nfds, type, id, &why);
-	if (rc) {
-		cuflag_close_fds(fds, *nfds);
-		*nfds = 0;
-		return rc;
-	}
-	memcpy(&h, reply, sizeof(h));
-	return h.status;
+	return cuflag_call_recv(sock, call);
 }
 
-int cuflag__request(struct cuflag_client *c, uint16_t type, const void *body, uint32_t blen,
-		    const int *send_fds, unsigned send_nfds, void *reply, size_t *rlen, int *fds,
-		    unsigned max_fds, unsigned *nfds)
+int cuflag__request(struct cuflag_client *c, struct cuflag_call *call)
 {
-	int rc;
+	for (int tries = 0;; tries++) {
+		unsigned gen = atomic_load(&c->conn_gen);
+		int rc;
 
-	pthread_mutex_lock(&c->req_lock);
-	rc = request_locked(c, c->sock, type, body, blen, send_fds, send_nfds, reply, rlen, fds,
-			    max_fds, nfds);
-	pthread_mutex_unlock(&c->req_lock);
-	return rc;
+		pthread_mutex_lock(&c->req_lock);
+		rc = cuflag__request_on(c, c->sock, call);
+		pthread_mutex_unlock(&c->req_lock);
+		/* The daemon went away: carry on with the one that listens now
+		 * (none within the resume timeout: -ENOTCONN). */
+		if (!cuflag__gone_error(rc) || tries)
+			return rc;
+		rc = cuflag__resume(c, gen, 1);
+		if (rc)
+			return rc == -ESTALE || rc == -EOPNOTSUPP ? rc : -ENOTCONN;
+	}
 }
 
 int cuflag__daemon_gone(struct cuflag_client *c)
@@ -101,49 +72,54 @@ int cuflag__daemon_gone(struct cuflag_client *c)
 	return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
-/* Check and map the region the daemon sent: its seals, size and layout. */
-static int map_region(struct cuflag_client *c, int fd, const struct cuflag_msg_hello_reply *r)
+/*
+ * Make the region the daemon's HELLO reply describes: a memfd with every
+ * page allocated by us (so its memory is charged to this process, not to the
+ * daemon), the header written, sealed against shrink, grow and further
+ * seals, and mapped.
+ */
+static int make_region(struct cuflag_client *c, const struct cuflag_msg_hello_reply *r)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	struct cuflag_region_hdr hdr;
 	const char *why;
-	struct stat st;
-	int seals, rc;
+	int fd, rc;
 
 	c->layout = (struct cuflag_region_layout){
 		.nslots = r->nslots, .queue_cap = r->queue_cap, .head_off = r->head_off,
 		.tail_off = r->tail_off, .queue_off = r->queue_off, .state_off = r->state_off,
-		.flags_off = r->flags_off,
-		.size = r->region_size,
+		.flags_off = r->flags_off, .size = r->region_size,
 	};
-	/* Without the shrink seal a truncate could SIGBUS us; refuse it. */
-	seals = fcntl(fd, F_GET_SEALS);
-	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+	if (cuflag_region_layout_check(&c->layout, r->region_size, (uint32_t)page, &why))
 		return -EBADMSG;
-	if (fstat(fd, &st) < 0)
+	fd = memfd_create("cuflag-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
 		return -errno;
-	rc = cuflag_region_layout_check(&c->layout, (uint64_t)st.st_size, (uint32_t)page, &why);
-	if (rc)
-		return -EBADMSG;
+	c->region_fd = fd;
+	if (ftruncate(fd, (off_t)c->layout.size) < 0 ||
+	    fallocate(fd, 0, 0, (off_t)c->layout.size) < 0)
+		return -errno;
 	c->region = mmap(NULL, c->layout.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (c->region == MAP_FAILED) {
 		c->region = NULL;
 		return -errno;
 	}
-	memcpy(&hdr, c->region, sizeof(hdr));
-	if (hdr.magic != CUFLAG_REGION_MAGIC || hdr.version != r->version ||
-	    hdr.nslots != r->nslots || hdr.flags_off != r->flags_off ||
-	    hdr.queue_off != r->queue_off || hdr.region_size != r->region_size)
-		return -EBADMSG;
+	cuflag_region_hdr_make(&hdr, &c->layout);
+	memcpy(c->region, &hdr, sizeof(hdr));
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		rc = -errno;
+		return rc;
+	}
 	c->head = (_Atomic uint32_t *)(c->region + c->layout.head_off);
 	c->tail = (_Atomic uint32_t *)(c->region + c->layout.tail_off);
 	c->queue = (struct cuflag_arm *)(c->region + c->layout.queue_off);
 	c->flags = (volatile uint32_t *)(c->region + c->layout.flags_off);
-	c->tail_local = atomic_load_explicit(c->tail, memory_order_relaxed);
+	c->states = (volatile struct cuflag_slot_state *)(c->region + c->layout.state_off);
+	c->tail_local = 0;
 	return 0;
 }
 
-static int map_daemon_page(int fd, const struct cuflag_daemon_page **out, size_t *size)
+int cuflag__map_daemon_page(int fd, const struct cuflag_daemon_page **out, size_t *size)
 {
 	const struct cuflag_daemon_page *p;
 	struct stat st;
@@ -164,28 +140,27 @@ static int map_daemon_page(int fd, const struct cuflag_daemon_page **out, size_t
 	return 0;
 }
 
-/* A SOCK_SEQPACKET connection to path that cannot hang a caller for ever. */
-static int open_socket(const char *path)
+int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_reply *r,
+		  const struct cuflag_daemon_page **dp, size_t *dp_size)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
-	int fd, rc;
+	struct cuflag_msg_hello hello = { .version_min = CUFLAG_PROTO_VERSION,
+					  .version_max = CUFLAG_PROTO_VERSION };
+	uint8_t reply[CUFLAG_MSG_MAX];
+	int fd = -1, rc;
+	struct cuflag_call call = { .type = CUFLAG_MSG_HELLO, .body = &hello, .blen = sizeof(hello),
+				    .reply = reply, .reply_fds = &fd, .max_fds = 1 };
 
-	if (strlen(path) >= sizeof(a.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(a.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* A daemon that stops answering turns into -ETIMEDOUT, not a hang. */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		rc = -errno;
-		close(fd);
+	rc = cuflag__request_on(c, sock, &call);
+	if (rc)
 		return rc;
-	}
-	return fd;
+	memcpy(r, cuflag_call_body(&call), sizeof(*r));
+	if (r->version != CUFLAG_PROTO_VERSION ||
+	    (r->slab != CUFLAG_SLAB_MEMFD && r->slab != CUFLAG_SLAB_CUDA_IPC))
+		rc = -EPROTONOSUPPORT;
+	else
+		rc = cuflag__map_daemon_page(fd, dp, dp_size);
+	safe_close(fd);
+	return rc;
 }
 
 /* Counts the forks this process descends from (see cuflag__forked). */
@@ -217,27 +192,46 @@ static void client_free(struct cuflag_client *c)
 		munmap(c->region, c->layout.size);
 	if (c->dpage)
 		munmap((void *)c->dpage, c->dpage_size);
-	if (c->wake_fd >= 0)
-		close(c->wake_fd);
-	if (c->region_fd >= 0)
-		close(c->region_fd);
-	if (c->sock >= 0)
-		close(c->sock);
+	while (c->retired) {
+		struct retired_page *r = c->retired;
+		c->retired = r->next;
+		munmap((void *)r->page, r->size);
+		free(r);
+	}
+	c->wake_fd = safe_close(c->wake_fd);
+	c->region_fd = safe_close(c->region_fd);
+	c->sock = safe_close(c->sock);
 	pthread_mutex_destroy(&c->req_lock);
 	pthread_mutex_destroy(&c->arm_lock);
 	pthread_mutex_destroy(&c->slots_lock);
+	pthread_mutex_destroy(&c->resume_lock);
 	free(c);
+}
+
+/* ATTACH a new region: hand the daemon our region and wake eventfd. */
+static int attach_new(struct cuflag_client *c, uint64_t flags_size)
+{
+	struct cuflag_msg_attach m = { 0 };
+	uint8_t reply[CUFLAG_MSG_MAX];
+	int give[2] = { c->region_fd, c->wake_fd }, fd = -1, rc;
+	struct cuflag_call call = { .type = CUFLAG_MSG_ATTACH, .body = &m, .blen = sizeof(m),
+				    .fds = give, .nfds = 2, .reply = reply, .reply_fds = &fd,
+				    .max_fds = 1 };
+
+	rc = cuflag__request_on(c, c->sock, &call);
+	if (rc)
+		return rc;
+	/* cuda-ipc: the flags live in a CUDA allocation, not in the region. */
+	if (c->slab == CUFLAG_SLAB_CUDA_IPC)
+		rc = call.reply_nfds == 1 ? cuflag__ipc_map(c, fd, flags_size) : -EBADMSG;
+	safe_close(fd);
+	return rc;
 }
 
 CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 {
-	struct cuflag_msg_hello hello = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
 	struct cuflag_msg_hello_reply r;
-	uint8_t reply[CUFLAG_MSG_MAX];
 	struct cuflag_client *c;
-	int fds[4] = { -1, -1, -1, -1 };
-	unsigned nfds = 0;
-	size_t rlen = 0;
 	int rc;
 
 	if (!out)
@@ -255,45 +249,46 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 		return -ENOMEM;
 	c->fork_gen = cuflag__fork_gen();
 	c->wake_fd = c->region_fd = -1;
+	c->resume_timeout_ms = CUFLAG_RESUME_TIMEOUT_MS;
 	strcpy(c->path, socket_path);
 	pthread_mutex_init(&c->req_lock, NULL);
 	pthread_mutex_init(&c->arm_lock, NULL);
 	pthread_mutex_init(&c->slots_lock, NULL);
-	c->sock = open_socket(socket_path);
+	pthread_mutex_init(&c->resume_lock, NULL);
+	c->sock = cuflag_unix_connect(socket_path, REPLY_TIMEOUT_S);
 	if (c->sock < 0) {
 		rc = c->sock;
 		goto fail;
 	}
-	rc = cuflag__request(c, CUFLAG_MSG_HELLO, &hello, sizeof(hello), NULL, 0, reply, &rlen,
-			     fds, 4, &nfds);
+	rc = cuflag__hello(c, c->sock, &r, &c->dpage, &c->dpage_size);
 	if (rc)
 		goto fail;
-	memcpy(&r, reply + sizeof(struct cuflag_msg_hdr), sizeof(r));
-	if (r.version != CUFLAG_PROTO_VERSION ||
-	    (r.slab != CUFLAG_SLAB_MEMFD && r.slab != CUFLAG_SLAB_CUDA_IPC)) {
-		rc = -EPROTONOSUPPORT;
-		goto fail;
-	}
 	c->epoch = r.epoch;
 	c->slab = (int)r.slab;
-	rc = map_region(c, fds[0], &r);
-	if (!rc)
-		rc = map_daemon_page(fds[1], &c->dpage, &c->dpage_size);
-	/* cuda-ipc: the flags live in a CUDA allocation, not in the region. */
-	if (!rc && c->slab == CUFLAG_SLAB_CUDA_IPC)
-		rc = cuflag__ipc_map(c, fds[3], r.flags_size);
+	rc = make_region(c, &r);
 	if (rc)
 		goto fail;
-	c->wake_fd = fds[2];
-	c->region_fd = fds[0];
-	fds[0] = fds[2] = -1;
-	cuflag_close_fds(fds, nfds); /* the mappings keep the memory */
+	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->wake_fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	rc = attach_new(c, r.flags_size);
+	if (rc)
+		goto fail;
 	*out = c;
 	return 0;
 fail:
-	cuflag_close_fds(fds, nfds);
 	client_free(c);
 	return rc;
+}
+
+CUFLAG_EXPORT int cuflag_client_set_resume_timeout(cuflag_client *c, int timeout_ms)
+{
+	if (!c || timeout_ms < -1)
+		return -EINVAL;
+	atomic_store(&c->resume_timeout_ms, timeout_ms);
+	return 0;
 }
 
 CUFLAG_EXPORT void cuflag_disconnect(cuflag_client *c)
@@ -311,99 +306,3 @@ CUFLAG_EXPORT void cuflag_disconnect(cuflag_client *c)
 	client_free(c);
 }
 
-/* The layout a daemon offers is the one this client's region has. */
-static int same_layout(const struct cuflag_region_layout *l, const struct cuflag_msg_hello_reply *r)
-{
-	return l->nslots == r->nslots && l->queue_cap == r->queue_cap &&
-	       l->head_off == r->head_off && l->tail_off == r->tail_off &&
-	       l->queue_off == r->queue_off && l->state_off == r->state_off &&
-	       l->flags_off == r->flags_off && l->size == r->region_size;
-}
-
-/* Hand every slot's id and eventfd to the new daemon, 64 a message. */
-static int adopt_slots(struct cuflag_client *c, int sock)
-{
-	struct cuflag_msg_adopt m;
-	int efds[CUFLAG_BATCH_MAX];
-	uint8_t reply[CUFLAG_MSG_MAX];
-	size_t rlen;
-	unsigned nfds;
-	int rc = 0;
-
-	pthread_mutex_lock(&c->slots_lock);
-	for (struct cuflag_slot *s = c->slots; s && !rc;) {
-		m.count = 0;
-		m.reserved = 0;
-		for (; s && m.count < CUFLAG_BATCH_MAX; s = s->next_slot) {
-			m.ids[m.count] = s->id;
-			efds[m.count++] = s->efd;
-		}
-		rc = request_locked(c, sock, CUFLAG_MSG_ADOPT, &m, 8 + m.count * 4, efds, m.count,
-				    reply, &rlen, NULL, 0, &nfds);
-	}
-	pthread_mutex_unlock(&c->slots_lock);
-	return rc;
-}
-
-CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)
-{
-	struct cuflag_msg_resume m = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
-	struct cuflag_msg_hello_reply r;
-	const struct cuflag_daemon_page *dp = NULL;
-	uint8_t reply[CUFLAG_MSG_MAX];
-	int give[2], fd = -1, sock, rc;
-	size_t rlen = 0, dp_size = 0;
-	unsigned nfds = 0;
-
-	if (!c)
-		return -EINVAL;
-	if (cuflag__forked(c))
-		return -ECHILD;
-	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
-		return -EOPNOTSUPP;
-	sock = open_socket(c->path);
-	if (sock < 0)
-		return sock;
-	m.epoch = c->epoch;
-	pthread_mutex_lock(&c->slots_lock);
-	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot)
-		m.slots++;
-	pthread_mutex_unlock(&c->slots_lock);
-	give[0] = c->region_fd;
-	give[1] = c->wake_fd;
-	pthread_mutex_lock(&c->req_lock);
-	rc = request_locked(c, sock, CUFLAG_MSG_RESUME, &m, sizeof(m), give, 2, reply, &rlen, &fd, 1,
-			    &nfds);
-	if (rc)
-		goto out;
-	memcpy(&r, reply + sizeof(struct cuflag_msg_hdr), sizeof(r));
-	if (!same_layout(&c->layout, &r) || r.slab != CUFLAG_SLAB_MEMFD) {
-		rc = -EPROTO;
-		goto out;
-	}
-	rc = map_daemon_page(fd, &dp, &dp_size);
-	if (!rc)
-		rc = adopt_slots(c, sock);
-	if (rc)
-		goto out;
-	/* From here on the new daemon serves us. */
-	close(c->sock);
-	c->sock = sock;
-	sock = -1;
-	munmap((void *)c->dpage, c->dpage_size);
-	c->dpage = dp;
-	c->dpage_size = dp_size;
-	dp = NULL;
-	c->epoch = r.epoch;
-out:
-	pthread_mutex_unlock(&c->req_lock);
-	if (dp)
-		munmap((void *)dp, dp_size);
-	if (fd >= 0)
-		close(fd);
-	if (sock >= 0)
-		close(sock);
-	if (!rc)
-		cuflag__forget_waits(c); /* their epolls watch the old connection */
-	return rc;
-}

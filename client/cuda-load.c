@@ -1,51 +1,44 @@
 /* SPDX-License-Identifier: MIT */
 #include "cuda-load.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+
+#include "cuda-dl.h"
 
 struct cuflag_cuda_api cuflag__cu;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int load_rc = -ENODEV;
 
-/* The exported name cuda.h binds a call to (it maps many to _v2 and so on). */
-#define XSTR(x) STR(x)
-#define STR(x) #x
-#define RESOLVE(field, api)                                                                \
-	do {                                                                               \
-		*(void **)&cuflag__cu.field = dlsym(h, XSTR(api));                          \
-		if (!cuflag__cu.field)                                                     \
-			return;                                                            \
-	} while (0)
+#define SYM(field, api) CUFLAG_CUDA_SYM(struct cuflag_cuda_api, field, api)
+
+static const struct cuflag_cuda_sym syms[] = {
+	SYM(StreamGetCtx, cuStreamGetCtx),
+	SYM(CtxPushCurrent, cuCtxPushCurrent),
+	SYM(CtxPopCurrent, cuCtxPopCurrent),
+	SYM(MemHostRegister, cuMemHostRegister),
+	SYM(MemHostUnregister, cuMemHostUnregister),
+	SYM(MemHostGetDevicePointer, cuMemHostGetDevicePointer),
+	SYM(StreamWriteValue32, cuStreamWriteValue32),
+	SYM(LaunchHostFunc, cuLaunchHostFunc),
+	SYM(StreamQuery, cuStreamQuery),
+	SYM(Init, cuInit),
+	SYM(DeviceGetCount, cuDeviceGetCount),
+	SYM(MemImportFromShareableHandle, cuMemImportFromShareableHandle),
+	SYM(MemAddressReserve, cuMemAddressReserve),
+	SYM(MemAddressFree, cuMemAddressFree),
+	SYM(MemMap, cuMemMap),
+	SYM(MemUnmap, cuMemUnmap),
+	SYM(MemSetAccess, cuMemSetAccess),
+	SYM(MemRelease, cuMemRelease),
+};
 
 static void load(void)
 {
-	/* The driver stays loaded for the life of the process, as with -lcuda. */
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-
-	if (!h)
-		return;
-	RESOLVE(StreamGetCtx, cuStreamGetCtx);
-	RESOLVE(CtxPushCurrent, cuCtxPushCurrent);
-	RESOLVE(CtxPopCurrent, cuCtxPopCurrent);
-	RESOLVE(MemHostRegister, cuMemHostRegister);
-	RESOLVE(MemHostUnregister, cuMemHostUnregister);
-	RESOLVE(MemHostGetDevicePointer, cuMemHostGetDevicePointer);
-	RESOLVE(StreamWriteValue32, cuStreamWriteValue32);
-	RESOLVE(LaunchHostFunc, cuLaunchHostFunc);
-	RESOLVE(StreamQuery, cuStreamQuery);
-	RESOLVE(Init, cuInit);
-	RESOLVE(DeviceGetCount, cuDeviceGetCount);
-	RESOLVE(MemImportFromShareableHandle, cuMemImportFromShareableHandle);
-	RESOLVE(MemAddressReserve, cuMemAddressReserve);
-	RESOLVE(MemAddressFree, cuMemAddressFree);
-	RESOLVE(MemMap, cuMemMap);
-	RESOLVE(MemUnmap, cuMemUnmap);
-	RESOLVE(MemSetAccess, cuMemSetAccess);
-	RESOLVE(MemRelease, cuMemRelease);
-	load_rc = 0;
+	/* A missing driver or entry point leaves every CUDA call -ENODEV. */
+	if (cuflag_cuda_resolve(&cuflag__cu, syms, sizeof(syms) / sizeof(syms[0]), NULL) == 0)
+		load_rc = 0;
 }
 
 int cuflag__cuda_load(void)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The driver entry points the CUDA binding uses, resolved from libcuda.so.1
- * at first use. Loading the driver lazily keeps libcuflag-client usable on a
- * node (or in a container) without the NVIDIA driver: only the CUDA calls
- * fail there, with -ENODEV, while everything else works.
+ * at first use (by shared/cuda-dl.c, the loader the GPU programs use too).
+ * Loading the driver lazily keeps libcuflag-client usable on a node (or in a
+ * container) without the NVIDIA driver: only the CUDA calls fail there, with
+ * -ENODEV, while everything else works.
  */
 #ifndef CUFLAG_CUDA_LOAD_H
 #define CUFLAG_CUDA_LOAD_H

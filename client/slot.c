@@ -11,16 +11,11 @@
 #include <unistd.h>
 
 #include "client-private.h"
+#include "clock.h"
 #include "fdpass.h"
 #include "cpu-relax.h"
 #include "timeline.h"
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 CUFLAG_EXPORT int cuflag_slot_fd(const cuflag_slot *s)
 {
@@ -92,76 +87,121 @@ static void slot_unlink(struct cuflag_client *c, struct cuflag_slot *s)
 	pthread_mutex_unlock(&c->slots_lock);
 }
 
-/* Tell the daemon to free ids (one batch). */
-static int free_ids(struct cuflag_client *c, const uint32_t *ids, uint32_t n)
+/* Tell the daemon to free ids (one batch). Never resumes: a daemon that went
+ * away freed them, and a resume does not hand over slots no longer listed. */
+static int free_ids_locked(struct cuflag_client *c, const uint32_t *ids, uint32_t n)
 {
 	struct cuflag_msg_free m = { .count = n };
 	uint8_t reply[CUFLAG_MSG_MAX];
-	size_t rlen;
-	unsigned nfds;
+	struct cuflag_call call = {
+		.type = CUFLAG_MSG_FREE, .body = &m,
+		.blen = (uint32_t)(offsetof(struct cuflag_msg_free, ids) + n * sizeof(uint32_t)),
+		.reply = reply,
+	};
 
 	memcpy(m.ids, ids, n * sizeof(uint32_t));
-	return cuflag__request(c, CUFLAG_MSG_FREE, &m, 8 + n * 4, NULL, 0, reply, &rlen, NULL, 0,
-			       &nfds);
+	return cuflag__request_on(c, c->sock, &call);
 }
 
-/* One ALLOC round trip for n (<= CUFLAG_BATCH_MAX) slots. */
-static int alloc_batch(struct cuflag_client *c, unsigned n, struct cuflag_slot **out)
+static int free_ids(struct cuflag_client *c, const uint32_t *ids, uint32_t n)
+{
+	int rc;
+
+	pthread_mutex_lock(&c->req_lock);
+	rc = free_ids_locked(c, ids, n);
+	pthread_mutex_unlock(&c->req_lock);
+	return rc;
+}
+
+/* A slot for a grant of the daemon's, owning efd. NULL when out of memory. */
+static struct cuflag_slot *slot_new(struct cuflag_client *c, const struct cuflag_slot_grant *g,
+				    int efd)
+{
+	struct cuflag_slot *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->c = c;
+	s->id = g->id;
+	s->efd = efd;
+	s->flag = c->flags + s->id;
+	s->wait_ep = -1;
+	s->retired_efd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	atomic_store(&s->next, g->start);
+	atomic_store(&s->consumed, g->start);
+	return s;
+}
+
+/*
+ * One ALLOC round trip for n (<= CUFLAG_BATCH_MAX) slots, on sock with
+ * c->req_lock held. The slots are linked into the client's list before the
+ * lock is let go: a resume (which holds it) hands the new daemon every slot
+ * the old one granted.
+ */
+static int alloc_batch_locked(struct cuflag_client *c, unsigned n, struct cuflag_slot **out)
 {
 	struct cuflag_msg_alloc m = { .count = n };
 	uint8_t reply[CUFLAG_MSG_MAX];
 	struct cuflag_msg_alloc_reply r;
 	int fds[CUFLAG_BATCH_MAX];
 	uint32_t ids[CUFLAG_BATCH_MAX];
-	unsigned nfds = 0, i;
-	size_t rlen = 0;
+	unsigned nfds, i;
+	struct cuflag_call call = { .type = CUFLAG_MSG_ALLOC, .body = &m, .blen = sizeof(m),
+				    .reply = reply, .reply_fds = fds, .max_fds = CUFLAG_BATCH_MAX };
 	int rc;
 
-	rc = cuflag__request(c, CUFLAG_MSG_ALLOC, &m, sizeof(m), NULL, 0, reply, &rlen, fds,
-			     CUFLAG_BATCH_MAX, &nfds);
+	rc = cuflag__request_on(c, c->sock, &call);
+	nfds = call.reply_nfds;
 	if (rc) {
 		cuflag_close_fds(fds, nfds);
 		return rc;
 	}
 	memset(&r, 0, sizeof(r));
-	memcpy(&r, reply + sizeof(struct cuflag_msg_hdr), rlen - sizeof(struct cuflag_msg_hdr));
+	memcpy(&r, cuflag_call_body(&call), call.reply_len - sizeof(struct cuflag_msg_hdr));
 	if (r.count != n)
 		rc = -EBADMSG;
 	for (i = 0; !rc && i < n; i++)
 		if (r.grants[i].id >= c->layout.nslots)
 			rc = -EBADMSG;
 	for (i = 0; !rc && i < n; i++) {
-		struct cuflag_slot *s = calloc(1, sizeof(*s));
-		if (!s) {
+		out[i] = slot_new(c, &r.grants[i], fds[i]);
+		if (!out[i])
 			rc = -ENOMEM;
-			break;
-		}
-		s->c = c;
-		s->id = r.grants[i].id;
-		s->efd = fds[i];
-		fds[i] = -1;
-		s->flag = c->flags + s->id;
-		s->wait_ep = -1;
-		s->retired_efd = -1;
-		pthread_mutex_init(&s->lock, NULL);
-		atomic_store(&s->next, r.grants[i].start);
-		out[i] = s;
+		else
+			fds[i] = -1;
 	}
 	if (rc) {
 		/* Give back what the daemon granted: all or nothing. */
-		for (unsigned k = 0; k < i; k++) {
-			fds[k] = out[k]->efd;
-			out[k]->efd = -1;
+		for (unsigned k = 0; k < i && out[k]; k++)
 			cuflag__slot_free(out[k]);
-		}
 		cuflag_close_fds(fds, nfds);
 		for (unsigned k = 0; k < r.count && k < n; k++)
 			ids[k] = r.grants[k].id;
 		if (r.count == n)
-			free_ids(c, ids, n);
+			(void)free_ids_locked(c, ids, n);
 		return rc;
 	}
+	for (i = 0; i < n; i++)
+		slot_link(c, out[i]);
 	return 0;
+}
+
+static int alloc_batch(struct cuflag_client *c, unsigned n, struct cuflag_slot **out)
+{
+	for (int tries = 0;; tries++) {
+		unsigned gen = atomic_load(&c->conn_gen);
+		int rc;
+
+		pthread_mutex_lock(&c->req_lock);
+		rc = alloc_batch_locked(c, n, out);
+		pthread_mutex_unlock(&c->req_lock);
+		if (!cuflag__gone_error(rc) || tries)
+			return rc;
+		rc = cuflag__resume(c, gen, 1);
+		if (rc)
+			return rc == -ESTALE || rc == -EOPNOTSUPP ? rc : -ENOTCONN;
+	}
 }
 
 CUFLAG_EXPORT int cuflag_slots_acquire(cuflag_client *c, unsigned n, cuflag_slot **out)
@@ -182,14 +222,11 @@ CUFLAG_EXPORT int cuflag_slots_acquire(cuflag_client *c, unsigned n, cuflag_slot
 	}
 	if (rc) {
 		for (unsigned i = 0; i < done; i++) {
-			slot_link(c, out[i]);
 			cuflag_slot_release(out[i]);
 			out[i] = NULL;
 		}
 		return rc;
 	}
-	for (unsigned i = 0; i < n; i++)
-		slot_link(c, out[i]);
 	return 0;
 }
 
@@ -225,7 +262,7 @@ void cuflag__wake_scanner(struct cuflag_client *c)
 
 	/* Pairs with the scanner's park: store tail; fence; read state. */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit((_Atomic uint32_t *)&c->dpage->scanner_state,
+	if (atomic_load_explicit((_Atomic uint32_t *)&cuflag__dpage(c)->scanner_state,
 				 memory_order_relaxed) == CUFLAG_SCANNER_PARKED) {
 		/* A full counter is still readable: the wake is not lost. */
 		ssize_t w = write(c->wake_fd, &one, sizeof(one));
@@ -240,13 +277,22 @@ int cuflag__publish(struct cuflag_slot *s, uint32_t target)
 
 	pthread_mutex_lock(&c->arm_lock);
 	/* Full: the scanner drains every pass; make sure it is awake, then wait,
-	 * yielding first and then sleeping so a busy node leaves it the CPU. */
+	 * yielding first and then sleeping so a busy node leaves it the CPU.
+	 * With no daemon the queue waits for the next one: resume, up to the
+	 * client's resume timeout (arms queued meanwhile are its first work). */
 	for (unsigned k = 0;
 	     c->tail_local - atomic_load_explicit(c->head, memory_order_acquire) >= cap; k++) {
 		cuflag__wake_scanner(c);
-		if (cuflag__daemon_gone(c)) {
-			pthread_mutex_unlock(&c->arm_lock);
-			return -ENOTCONN;
+		if ((k & 15) == 15 && cuflag__daemon_gone(c)) {
+			int rc = cuflag__resume(c, atomic_load(&c->conn_gen), 1);
+			if (rc) {
+				pthread_mutex_unlock(&c->arm_lock);
+				return rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -ENOENT ||
+						       rc == -ETIMEDOUT
+					       ? -ENOTCONN
+					       : rc;
+			}
+			continue;
 		}
 		if (k < 16) {
 			sched_yield();
@@ -361,7 +407,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 	uint64_t start, deadline = UINT64_MAX;
 	int ep, cached, rc = -ETIMEDOUT, daemon_gone = 0;
 	uint32_t gen;
-	unsigned backoff_us = 50;
+	unsigned backoff_us = 50, conn_gen;
 
 	if (!s)
 		return -EINVAL;
@@ -376,7 +422,7 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		return atomic_load(&s->fault);
 	if (timeout_ms == 0)
 		return -ETIMEDOUT;
-	start = now_ns();
+	start = cuflag_now_ns();
 	if (timeout_ms > 0)
 		deadline = start + (uint64_t)timeout_ms * 1000000u;
 	if (spin_us) {
@@ -384,12 +430,13 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		unsigned k = 0;
 		while (!reached(s, target)) {
 			cuflag_cpu_relax();
-			if ((++k & 15) == 0 && now_ns() >= spin_end)
+			if ((++k & 15) == 0 && cuflag_now_ns() >= spin_end)
 				break;
 		}
 		if (reached(s, target))
 			return 0;
 	}
+	conn_gen = atomic_load(&s->c->conn_gen);
 	ep = wait_ep_get(s, &cached, &gen);
 	if (ep < 0)
 		return ep;
@@ -406,13 +453,26 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		if ((rc = atomic_load_explicit(&s->fault, memory_order_relaxed)))
 			break;
 		rc = -ETIMEDOUT;
-		now = now_ns();
+		now = cuflag_now_ns();
 		if (now >= deadline)
 			break;
 		ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999u) / 1000000u);
 		if (s->cuda && (ms < 0 || ms > 100))
 			ms = 100; /* the CUDA binding probes its streams for faults */
 		if (daemon_gone) {
+			/* A daemon listens again: resume (or another thread did), and
+			 * sleep on the eventfd again. */
+			if (!cuflag__resume(s->c, conn_gen, 0) ||
+			    atomic_load(&s->c->conn_gen) != conn_gen) {
+				wait_ep_put(s, ep, cached);
+				ep = wait_ep_get(s, &cached, &gen);
+				if (ep < 0)
+					return ep;
+				conn_gen = atomic_load(&s->c->conn_gen);
+				daemon_gone = 0;
+				backoff_us = 50;
+				continue;
+			}
 			/* No scanner: watch the flag ourselves, with a growing sleep. */
 			struct timespec ts = { 0, (long)backoff_us * 1000 };
 			nanosleep(&ts, NULL);
@@ -452,21 +512,38 @@ CUFLAG_EXPORT int cuflag_slot_wait(cuflag_slot *s, uint32_t target, int timeout_
 	return cuflag_slot_wait_spin(s, target, 0, timeout_ms);
 }
 
+/*
+ * The eventfd is the doorbell; the count is the daemon's record of what it
+ * signalled, kept in the region and written before the doorbell rings. So a
+ * daemon killed between the two, and its successor signalling from the
+ * record, make no completion count twice; and a repeated doorbell counts
+ * nothing.
+ */
 CUFLAG_EXPORT int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions)
 {
+	struct cuflag_client *c;
+	uint32_t rec, seen;
 	uint64_t v;
-	ssize_t n;
 
 	if (!s || !completions)
 		return -EINVAL;
-	if (cuflag__forked(s->c))
+	c = s->c;
+	if (cuflag__forked(c))
 		return -ECHILD;
-	n = read(__atomic_load_n(&s->efd, __ATOMIC_ACQUIRE), &v, sizeof(v));
-	if (n < 0)
+	if (read(__atomic_load_n(&s->efd, __ATOMIC_ACQUIRE), &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return -errno;
-	if (n != sizeof(v))
-		return -EIO;
-	*completions = v;
+	rec = __atomic_load_n(&c->states[s->id].signalled, __ATOMIC_ACQUIRE);
+	seen = atomic_load(&s->consumed);
+	do {
+		/* A record behind what was counted is a slot's earlier timeline,
+		 * before the daemon has recorded the new start: nothing yet. */
+		if (!cuflag_tl_after(rec, seen)) {
+			if (cuflag__daemon_gone(c))
+				(void)cuflag__resume(c, atomic_load(&c->conn_gen), 0);
+			return -EAGAIN;
+		}
+	} while (!atomic_compare_exchange_weak(&s->consumed, &seen, rec));
+	*completions = (uint32_t)(rec - seen);
 	return 0;
 }
 
@@ -474,8 +551,8 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 {
 	struct cuflag_msg_bind m = { .id = s ? s->id : 0 };
 	uint8_t reply[CUFLAG_MSG_MAX];
-	size_t rlen;
-	unsigned nfds;
+	struct cuflag_call call = { .type = CUFLAG_MSG_BIND, .body = &m, .blen = sizeof(m),
+				    .fds = &efd, .nfds = 1, .reply = reply };
 	int mine, rc, old;
 
 	if (!s || efd < 0)
@@ -485,8 +562,7 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 	mine = fcntl(efd, F_DUPFD_CLOEXEC, 0);
 	if (mine < 0)
 		return -errno;
-	rc = cuflag__request(s->c, CUFLAG_MSG_BIND, &m, sizeof(m), &efd, 1, reply, &rlen, NULL, 0,
-			     &nfds);
+	rc = cuflag__request(s->c, &call);
 	if (rc) {
 		close(mine);
 		return rc;

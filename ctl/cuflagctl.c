@@ -6,10 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuflag/cuflag.h"
 #include "query.h"
 #include "report.h"
-
-#define DEFAULT_SOCKET "/run/cuflagd/cuflagd.sock"
 
 enum { EXIT_OK = 0, EXIT_DAEMON = 1, EXIT_USAGE = 2 };
 
@@ -24,7 +23,7 @@ static void usage(FILE *f)
 		"  stats           every counter the daemon keeps\n\n"
 		"Options:\n"
 		"  --socket PATH   the daemon's socket (default: $CUFLAG_SOCKET, else\n"
-		"                  " DEFAULT_SOCKET ")\n"
+		"                  " CUFLAG_DEFAULT_SOCKET ")\n"
 		"  --json          print one JSON object instead of a table\n"
 		"  -h, --help      this text\n"
 		"  --version       print the version\n\n"
@@ -69,7 +68,7 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, O_VERSION },
 		{ 0 },
 	};
-	const char *path = getenv("CUFLAG_SOCKET");
+	const char *path = getenv(CUFLAG_SOCKET_ENV);
 	struct ctl_conn conn;
 	const char *cmd;
 	int c, json = 0, rc;
@@ -106,7 +105,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (!path || !path[0])
-		path = DEFAULT_SOCKET;
+		path = CUFLAG_DEFAULT_SOCKET;
 
 	rc = ctl_open(&conn, path);
 	if (rc == 0) {

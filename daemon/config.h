@@ -5,12 +5,19 @@
 
 #include <stdint.h>
 
-#define CUFLAGD_DEFAULT_SOCKET "/run/cuflagd/cuflagd.sock"
+#include "cuflag/cuflag.h" /* CUFLAG_DEFAULT_SOCKET */
 
 struct cuflagd_config {
 	const char *socket_path;     /* NULL: socket activation, else the default */
 	uint32_t max_clients;        /* sessions (regions) at once */
-	uint32_t max_clients_per_uid;
+	uint32_t max_clients_per_uid;  /* regions per uid */
+	uint32_t max_connections_per_uid; /* connections per uid, HELLO or not */
+	uint32_t max_slots_per_uid;    /* 0: from the fd limit at start (main.c) */
+	uint32_t max_pending_per_uid;  /* armed slots not complete, per uid */
+	uint32_t msg_rate_per_uid;     /* requests per second per uid */
+	uint64_t hello_timeout_ms;     /* a connection must say HELLO by then */
+	int64_t admin_gid;             /* --admin-group, or -1: root only */
+	uint64_t write_budget_us;      /* eventfd write time a user may run up */
 	uint32_t slots_per_client;   /* flags per region */
 	uint32_t queue_size;         /* arm queue entries per region (power of two) */
 	uint64_t spin_us;            /* scanner spin budget before it parks */

@@ -43,21 +43,9 @@ void cuflagd_log(int prio, const char *fmt, ...)
 	fwrite(line, 1, (size_t)n, stderr);
 }
 
-uint64_t cuflagd_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t cuflagd_now_ms(void)
-{
-	return cuflagd_now_ns() / 1000000u;
-}
-
 int cuflagd_ratelimit_ok(struct cuflagd_ratelimit *rl)
 {
-	uint64_t now = cuflagd_now_ms();
+	uint64_t now = cuflag_now_ms();
 
 	if (now - rl->window_start_ms >= rl->interval_ms) {
 		if (rl->suppressed)

@@ -4,6 +4,8 @@
 #define CUFLAGD_LOG_H
 
 #include <stdint.h>
+
+#include "clock.h"
 #include <syslog.h>
 
 extern int cuflagd_log_level;
@@ -25,8 +27,6 @@ struct cuflagd_ratelimit {
 };
 int cuflagd_ratelimit_ok(struct cuflagd_ratelimit *rl);
 
-uint64_t cuflagd_now_ms(void);
-uint64_t cuflagd_now_ns(void);
 
 #define log_err(...) cuflagd_log(LOG_ERR, __VA_ARGS__)
 #define log_warn(...) cuflagd_log(LOG_WARNING, __VA_ARGS__)

@@ -15,7 +15,7 @@
  * open files (the soft one is often 1024), and say so when even that cannot
  * hold every client's slots.
  */
-static void raise_fd_limit(const struct cuflagd_config *cfg)
+static void raise_fd_limit(struct cuflagd_config *cfg)
 {
 	uint64_t want = (uint64_t)cfg->max_clients * (cfg->slots_per_client + 3) + 128;
 	struct rlimit rl;
@@ -26,6 +26,13 @@ static void raise_fd_limit(const struct cuflagd_config *cfg)
 		rl.rlim_cur = rl.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			log_warn("cannot raise the open-file limit: %s", strerror(errno));
+	}
+	/* No user may take more than a quarter of the fds left for slots. */
+	if (!cfg->max_slots_per_uid) {
+		uint64_t share = (uint64_t)cfg->slots_per_client * cfg->max_clients_per_uid;
+		if (rl.rlim_cur != RLIM_INFINITY && (rl.rlim_cur - 256) / 4 < share)
+			share = rl.rlim_cur > 1280 ? (rl.rlim_cur - 256) / 4 : 256;
+		cfg->max_slots_per_uid = share > UINT32_MAX ? UINT32_MAX : (uint32_t)share;
 	}
 	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
 		log_warn("open-file limit %llu is below what %u clients x %u slots need (%llu): "

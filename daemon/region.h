@@ -5,33 +5,29 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cuflag-proto.h"
 #include "proto.h"
 
 struct region {
-	int fd;        /* sealed memfd; closed once handed to the client */
-	uint8_t *map;  /* the daemon's shared mapping */
-	struct cuflag_region_layout layout;
-	int adopted; /* 1: taken over from a client after a daemon restart */
+	uint8_t *map;  /* the daemon's shared mapping of the client's memfd */
+	uint64_t size;
+	dev_t dev;     /* which file it is: a live session's region is refused */
+	ino_t ino;
 };
 
 /*
- * Create a region for nslots flags: memfd, sized, mapped, header written,
- * flags zeroed, locked in memory (a failed mlock is a warning), then sealed
- * against shrinking, growing and further seals. 0 or a negative errno.
+ * Take over the region a client made (see the HELLO reply): fd must be a
+ * memfd sealed against shrink, grow and further seals, of exactly the layout
+ * l's size, every page allocated (so that its memory is the client's, not
+ * charged to the daemon when it touches it), starting with the header for l.
+ * It is mapped and locked; fd stays the caller's. 0 or a negative errno with
+ * *why for the client.
  */
-int region_create(struct region *r, uint32_t nslots, uint32_t queue_cap);
-void region_destroy(struct region *r);
-
-/*
- * Take over a region a client kept from a daemon that went away: fd must be
- * a memfd sealed against shrink, grow and further seals, of exactly the size
- * the layout for nslots and queue_cap has, with a matching header. fd stays
- * the caller's. 0 or a negative errno with *why for the client.
- */
-int region_adopt(struct region *r, int fd, uint32_t nslots, uint32_t queue_cap,
+int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
 		 const char **why);
+void region_destroy(struct region *r);
 
 /*
  * The daemon page: written by the daemon, sealed with F_SEAL_FUTURE_WRITE

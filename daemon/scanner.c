@@ -2,6 +2,8 @@
 #include "scanner.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fd-util.h"
 #include "log.h"
 #include "cpu-relax.h"
 #include "timeline.h"
@@ -17,12 +20,12 @@
 struct scanner {
 	pthread_t thread;
 	struct cuflag_daemon_page *dpage;
-	struct scanner_timing t;
+	struct scanner_config t;
 
 	/* Handoff from the main thread. */
 	pthread_mutex_t lock;
-	struct scan_cmd *cmd_head, *cmd_tail; /* submitted, not yet applied */
-	struct scan_cmd *done_head, *done_tail; /* applied, for the main thread */
+	struct scanner_cmd *cmd_head, *cmd_tail; /* submitted, not yet applied */
+	struct scanner_cmd *done_head, *done_tail; /* applied, for the main thread */
 	_Atomic int cmd_pending;
 	int cmd_efd;  /* wakes a parked scanner for commands */
 	int done_efd; /* tells the main loop commands came back */
@@ -42,9 +45,9 @@ struct scanner {
 	int no_pwait2; /* epoll_pwait2 is not available: timed parks use epoll_wait */
 
 	/* Scanner-private: sized once at start, never reallocated. */
-	struct scan_session **sessions;
+	struct scanner_session **sessions;
 	uint32_t nsessions, max_sessions;
-	struct scan_slot **pending;
+	struct scanner_slot **pending;
 	uint64_t npending, max_pending;
 
 	/* Counters (written by the scanner, read by anyone). */
@@ -96,7 +99,7 @@ static void set_state(struct scanner *sc, uint32_t st)
 /* Pending set: dense array, O(1) insert and remove.                 */
 /* ---------------------------------------------------------------- */
 
-static void pending_add(struct scanner *sc, struct scan_slot *s)
+static void pending_add(struct scanner *sc, struct scanner_slot *s)
 {
 	if (s->pend_idx != SCAN_NOT_PENDING)
 		return;
@@ -105,20 +108,26 @@ static void pending_add(struct scanner *sc, struct scan_slot *s)
 	sc->pending[sc->npending++] = s;
 	s->sess->pending++;
 	atomic_store_explicit(&s->sess->n_pending, s->sess->pending, memory_order_relaxed);
+	s->sess->user->pending++;
+	atomic_store_explicit(&s->sess->user->n_pending, s->sess->user->pending,
+			      memory_order_relaxed);
 }
 
-static void pending_del(struct scanner *sc, struct scan_slot *s)
+static void pending_del(struct scanner *sc, struct scanner_slot *s)
 {
 	uint32_t i = s->pend_idx;
 
 	if (i == SCAN_NOT_PENDING)
 		return;
-	struct scan_slot *last = sc->pending[--sc->npending];
+	struct scanner_slot *last = sc->pending[--sc->npending];
 	sc->pending[i] = last;
 	last->pend_idx = i;
 	s->pend_idx = SCAN_NOT_PENDING;
 	s->sess->pending--;
 	atomic_store_explicit(&s->sess->n_pending, s->sess->pending, memory_order_relaxed);
+	s->sess->user->pending--;
+	atomic_store_explicit(&s->sess->user->n_pending, s->sess->user->pending,
+			      memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------------- */
@@ -126,7 +135,7 @@ static void pending_del(struct scanner *sc, struct scan_slot *s)
 /* ---------------------------------------------------------------- */
 
 /* Hand a command back to the main thread (called with sc->lock held). */
-static void done_push_locked(struct scanner *sc, struct scan_cmd *c)
+static void done_push_locked(struct scanner *sc, struct scanner_cmd *c)
 {
 	c->next = NULL;
 	if (sc->done_tail)
@@ -147,16 +156,18 @@ static void tell_main(struct scanner *sc)
 }
 
 /* Mark a client broken: no more writes to it; the main loop drops it. */
-static void set_broken(struct scanner *sc, struct scan_session *ss)
+static void set_broken(struct scanner *sc, struct scanner_session *ss, enum scanner_broken why)
 {
-	/* Release: a stalled flag stored before is seen with it. */
-	if (!atomic_exchange_explicit(&ss->broken, 1, memory_order_acq_rel)) {
+	int none = BROKEN_NONE;
+
+	if (atomic_compare_exchange_strong_explicit(&ss->broken, &none, (int)why,
+						    memory_order_acq_rel, memory_order_relaxed)) {
 		atomic_fetch_add_explicit(&sc->broken, 1, memory_order_relaxed);
 		tell_main(sc);
 	}
 }
 
-static void done_push(struct scanner *sc, struct scan_cmd *c)
+static void done_push(struct scanner *sc, struct scanner_cmd *c)
 {
 	pthread_mutex_lock(&sc->lock);
 	done_push_locked(sc, c);
@@ -164,19 +175,19 @@ static void done_push(struct scanner *sc, struct scan_cmd *c)
 	tell_main(sc);
 }
 
-static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd);
+static int drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cmd);
 
 /* Whether no device write can still land in s: the flag reached all armed. */
-static int slot_settled(const struct scan_slot *s)
+static int slot_settled(const struct scanner_slot *s)
 {
 	uint32_t f = __atomic_load_n(s->flag, __ATOMIC_ACQUIRE);
 	return cuflag_tl_reached(f, s->armed);
 }
 
-static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
+static int apply_cmd(struct scanner *sc, struct scanner_cmd *c)
 {
-	struct scan_session *ss = c->sess;
-	struct scan_slot *s = c->op == SCAN_ADD_SESSION || c->op == SCAN_DEL_SESSION
+	struct scanner_session *ss = c->sess;
+	struct scanner_slot *s = c->op == SCAN_ADD_SESSION || c->op == SCAN_DEL_SESSION
 				      ? NULL
 				      : &ss->slots[c->slot];
 
@@ -193,12 +204,15 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 		if (epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, ss->wake_fd, &ev) < 0) {
 			/* Its wakes would be lost: the main thread drops it. */
 			log_err("scanner: cannot watch a wake eventfd: %s", strerror(errno));
-			set_broken(sc, ss);
+			set_broken(sc, ss, BROKEN_WATCH);
 		} else {
 			ss->watched = 1;
 		}
 		ss->list_idx = sc->nsessions;
-		/* head_local was set by the main thread: 0 for a new region. */
+		/* Where the daemon before us stopped reading (0 for a new region),
+		 * read once by the main thread; checked against the tail like any
+		 * value the client could have written. */
+		ss->head_local = c->start;
 		ss->live = 1;
 		sc->sessions[sc->nsessions++] = ss;
 		return 1;
@@ -217,7 +231,7 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 			ss->slots[i].owned = 0;
 		}
 		if (ss->live) {
-			struct scan_session *last = sc->sessions[--sc->nsessions];
+			struct scanner_session *last = sc->sessions[--sc->nsessions];
 			sc->sessions[ss->list_idx] = last;
 			last->list_idx = ss->list_idx;
 			ss->live = 0;
@@ -239,8 +253,10 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 			pending_add(sc, s); /* adopted with arms in flight */
 		return 1;
 	case SCAN_DEL_SLOT:
-		/* Arms the client queued before it freed the slot still count. */
-		drain_queue(sc, ss, 1);
+		/* Arms the client queued before it freed the slot still count (a
+		 * session not added yet, still adopting its slots, has none read). */
+		if (ss->live)
+			drain_queue(sc, ss, 1);
 		s->owned = 0;
 		c->final_armed = s->armed;
 		if (slot_settled(s)) {
@@ -264,7 +280,7 @@ static int apply_cmd(struct scanner *sc, struct scan_cmd *c)
 
 static void process_cmds(struct scanner *sc)
 {
-	struct scan_cmd *list;
+	struct scanner_cmd *list;
 
 	pthread_mutex_lock(&sc->lock);
 	list = sc->cmd_head;
@@ -273,7 +289,7 @@ static void process_cmds(struct scanner *sc)
 	pthread_mutex_unlock(&sc->lock);
 
 	while (list) {
-		struct scan_cmd *c = list;
+		struct scanner_cmd *c = list;
 		list = list->next;
 		if (apply_cmd(sc, c))
 			done_push(sc, c);
@@ -293,7 +309,7 @@ static void process_cmds(struct scanner *sc)
  * command that preceded the arm is visible by then.
  * Returns whether it took any entry.
  */
-static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
+static int drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cmd)
 {
 	uint32_t tail = atomic_load_explicit(ss->tail, memory_order_acquire);
 	uint32_t head = ss->head_local;
@@ -306,7 +322,7 @@ static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 		/* The client wrote an impossible tail: stop reading its queue
 		 * (not broken yet: that returned above). */
 		atomic_fetch_add_explicit(&ss->n_bad, 1, memory_order_relaxed);
-		set_broken(sc, ss);
+		set_broken(sc, ss, BROKEN_QUEUE);
 		ss->head_local = tail;
 		return 0;
 	}
@@ -323,7 +339,7 @@ static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 			atomic_fetch_add_explicit(&sc->bad_arms, 1, memory_order_relaxed);
 			continue;
 		}
-		struct scan_slot *s = &ss->slots[a.slot];
+		struct scanner_slot *s = &ss->slots[a.slot];
 		/* An arm behind what was signalled, or 2^31 ahead of it, is refused. */
 		if (!cuflag_tl_after(a.target, s->signalled)) {
 			if (a.target != s->signalled) {
@@ -332,6 +348,11 @@ static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 			}
 			continue;
 		}
+		/* The user's share of the pending set is full: the rest of the
+		 * queue waits (the client's arms wait for room, none is lost). */
+		if (s->pend_idx == SCAN_NOT_PENDING &&
+		    ss->user->pending >= ss->user->max_pending)
+			break;
 		if (cuflag_tl_after(a.target, s->armed)) {
 			s->armed = a.target;
 			s->persist->armed = a.target;
@@ -346,13 +367,73 @@ static int drain_queue(struct scanner *sc, struct scan_session *ss, int in_cmd)
 	return took;
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A write of this user's was cut short lately: its other eventfds may be set
+ * up to block too, so each is checked for room first (a system call, only
+ * for such users): one cut per user, not one per connection. */
+#define CUT_WATCH_NS (10ull * 1000000000u)
+
+/*
+ * Write due completions to the slot's eventfd and record them. Returns
+ * BROKEN_NONE, or why the client must not be served any more: a counter near
+ * 2^64, a write cut short or one that would block can only be the client's
+ * doing, and so is a write that costs more than its user's budget.
+ */
+static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *s, uint32_t due)
+{
+	struct scanner_user *u = s->sess->user;
+	uint64_t v = due, t0 = cuflag_now_ns(), t1, c0 = 0, cost;
+	int cpu = budget_suspect(&u->budget, t0);
+	ssize_t w;
+
+	if (u->cut_at_ns && t0 - u->cut_at_ns < CUT_WATCH_NS) {
+		/* The same attack again, caught before it costs anyone a tick
+		 * (a full counter on a non-blocking fd only fails the write). */
+		struct pollfd p = { .fd = s->efd, .events = POLLOUT };
+		if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+			return fcntl(s->efd, F_GETFL) & O_NONBLOCK ? BROKEN_FULL : BROKEN_STALL;
+	}
+	if (cpu)
+		c0 = thread_cpu_ns();
+	/* Before the write: a daemon killed right after it has recorded what
+	 * it rang, and its successor counts nothing twice (the client counts
+	 * from this record; the eventfd is the doorbell). */
+	s->persist->signalled = s->signalled + due;
+	atomic_store_explicit(&sc->write_since_ns, t0, memory_order_relaxed);
+	w = write(s->efd, &v, sizeof(v));
+	atomic_store_explicit(&sc->write_since_ns, 0, memory_order_relaxed);
+	t1 = cuflag_now_ns();
+	if (w != (ssize_t)sizeof(v)) {
+		/* The record stays: those completions did happen (the flag says
+		 * so), and a client that resumes counts them from it. */
+		if (w < 0 && errno == EINTR) {
+			u->cut_at_ns = t1;
+			return BROKEN_STALL;
+		}
+		return BROKEN_FULL;
+	}
+	s->signalled += due;
+	atomic_fetch_add_explicit(&sc->wakes, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
+	cost = cpu ? thread_cpu_ns() - c0 : t1 - t0;
+	if (budget_charge(&u->budget, &sc->t.budget, cost, cpu, t1))
+		return BROKEN_COST;
+	return BROKEN_NONE;
+}
+
 /* Signal every pending slot whose flag advanced. Returns completions written. */
 static uint64_t scan_pending(struct scanner *sc)
 {
 	uint64_t total = 0;
 
 	for (uint64_t i = 0; i < sc->npending;) {
-		struct scan_slot *s = sc->pending[i];
+		struct scanner_slot *s = sc->pending[i];
 		/* A client found broken gets no more writes: each could block. */
 		if (atomic_load_explicit(&s->sess->broken, memory_order_relaxed) && !s->retiring) {
 			s->signalled = s->armed;
@@ -363,7 +444,7 @@ static uint64_t scan_pending(struct scanner *sc)
 
 		if (s->retiring) {
 			if (cuflag_tl_reached(f, s->armed)) {
-				struct scan_cmd *c = s->retire_cmd;
+				struct scanner_cmd *c = s->retire_cmd;
 				s->retire_cmd = NULL;
 				s->retiring = 0;
 				pending_del(sc, s);
@@ -375,28 +456,12 @@ static uint64_t scan_pending(struct scanner *sc)
 		}
 		uint32_t due = cuflag_tl_due(f, s->armed, s->signalled);
 		if (due) {
-			uint64_t v = due;
-			ssize_t w;
-			atomic_store_explicit(&sc->write_since_ns, cuflagd_now_ns(),
-					      memory_order_relaxed);
-			w = write(s->efd, &v, sizeof(v));
-			atomic_store_explicit(&sc->write_since_ns, 0, memory_order_relaxed);
-			if (w == (ssize_t)sizeof(v)) {
-				s->signalled += due;
-				/* After the write: a crash in between can repeat a count
-				 * after a restart, never lose one. */
-				s->persist->signalled = s->signalled;
-				total += due;
-				atomic_fetch_add_explicit(&sc->wakes, 1, memory_order_relaxed);
-				atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
-			} else {
-				/* A counter near 2^64 or a write cut short can only be the
-				 * client's doing: stop serving it, the main thread drops it. */
-				if (w < 0 && errno == EINTR)
-					atomic_store_explicit(&s->sess->stalled, 1,
-							      memory_order_relaxed);
-				set_broken(sc, s->sess);
+			enum scanner_broken why = signal_slot(sc, s, due);
+			if (why) {
+				set_broken(sc, s->sess, why);
 				s->signalled = s->armed;
+			} else {
+				total += due;
 			}
 		}
 		if (s->signalled == s->armed) {
@@ -416,7 +481,7 @@ static int work_waiting(struct scanner *sc)
 	if (atomic_load_explicit(&sc->cmd_pending, memory_order_acquire))
 		return 1;
 	for (uint32_t i = 0; i < sc->nsessions; i++) {
-		struct scan_session *ss = sc->sessions[i];
+		struct scanner_session *ss = sc->sessions[i];
 		if (atomic_load_explicit(ss->tail, memory_order_acquire) != ss->head_local)
 			return 1;
 	}
@@ -472,12 +537,12 @@ static void park(struct scanner *sc, uint64_t timeout_ns)
 		write_tick_set(sc, 1);
 	} else {
 		/* The tick interrupts a long wait every 2 ms: wait out the rest. */
-		uint64_t deadline = cuflagd_now_ns() + timeout_ns, now;
+		uint64_t deadline = cuflag_now_ns() + timeout_ns, now;
 		for (;;) {
 			n = park_wait(sc, ev, 16, timeout_ns);
 			if (n >= 0 || errno != EINTR)
 				break;
-			now = cuflagd_now_ns();
+			now = cuflag_now_ns();
 			if (now >= deadline) {
 				n = 0;
 				break;
@@ -512,12 +577,12 @@ static int budget_spent(struct spin_budget *b, uint64_t budget_ns)
 	if (b->spent)
 		return 1;
 	if (b->passes++ == 0) {
-		b->since = cuflagd_now_ns();
+		b->since = cuflag_now_ns();
 		return 0;
 	}
 	if ((b->passes & 63) && budget_ns)
 		return 0;
-	b->spent = cuflagd_now_ns() - b->since >= budget_ns;
+	b->spent = cuflag_now_ns() - b->since >= budget_ns;
 	return b->spent;
 }
 
@@ -587,8 +652,35 @@ static void *scanner_main(void *arg)
 /* Main-thread side                                                  */
 /* ---------------------------------------------------------------- */
 
+size_t scanner_session_size(uint32_t nslots)
+{
+	return sizeof(struct scanner_session) + sizeof(struct scanner_slot) * (size_t)nslots;
+}
+
+void scanner_session_init(struct scanner_session *ss, const struct cuflag_region_layout *l,
+			  uint8_t *base, volatile uint32_t *flags, int wake_fd,
+			  struct scanner_user *user)
+{
+	memset(ss, 0, scanner_session_size(l->nslots));
+	ss->layout = *l;
+	ss->base = base;
+	ss->head = (_Atomic uint32_t *)(base + l->head_off);
+	ss->tail = (_Atomic uint32_t *)(base + l->tail_off);
+	ss->queue = (struct cuflag_arm *)(base + l->queue_off);
+	ss->flags = flags;
+	ss->states = (volatile struct cuflag_slot_state *)(base + l->state_off);
+	ss->wake_fd = wake_fd;
+	ss->user = user;
+	ss->slots = (struct scanner_slot *)(ss + 1);
+	for (uint32_t i = 0; i < l->nslots; i++) {
+		ss->slots[i].pend_idx = SCAN_NOT_PENDING;
+		ss->slots[i].efd = -1;
+		ss->slots[i].sess = ss;
+	}
+}
+
 int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
-		  uint64_t max_slots, const struct scanner_timing *timing)
+		  uint64_t max_slots, const struct scanner_config *cfg)
 {
 	struct scanner *sc = calloc(1, sizeof(*sc));
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -597,7 +689,7 @@ int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32
 	if (!sc)
 		return -ENOMEM;
 	sc->dpage = dpage;
-	sc->t = *timing;
+	sc->t = *cfg;
 	sc->max_sessions = max_sessions;
 	sc->max_pending = max_slots;
 	sc->cmd_efd = sc->done_efd = sc->park_ep = -1;
@@ -628,12 +720,9 @@ int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32
 	*out = sc;
 	return 0;
 fail:
-	if (sc->cmd_efd >= 0)
-		close(sc->cmd_efd);
-	if (sc->done_efd >= 0)
-		close(sc->done_efd);
-	if (sc->park_ep >= 0)
-		close(sc->park_ep);
+	safe_close(sc->cmd_efd);
+	safe_close(sc->done_efd);
+	safe_close(sc->park_ep);
 	free(sc->sessions);
 	free(sc->pending);
 	pthread_mutex_destroy(&sc->lock);
@@ -655,11 +744,11 @@ void scanner_stop(struct scanner *sc)
 	atomic_store(&sc->stop, 1);
 	kick(sc);
 	pthread_join(sc->thread, NULL);
-	for (struct scan_cmd *c = sc->cmd_head, *n; c; c = n) {
+	for (struct scanner_cmd *c = sc->cmd_head, *n; c; c = n) {
 		n = c->next;
 		free(c);
 	}
-	for (struct scan_cmd *c = sc->done_head, *n; c; c = n) {
+	for (struct scanner_cmd *c = sc->done_head, *n; c; c = n) {
 		n = c->next;
 		free(c);
 	}
@@ -672,7 +761,7 @@ void scanner_stop(struct scanner *sc)
 	free(sc);
 }
 
-void scanner_submit(struct scanner *sc, struct scan_cmd *cmd)
+void scanner_submit(struct scanner *sc, struct scanner_cmd *cmd)
 {
 	cmd->next = NULL;
 	pthread_mutex_lock(&sc->lock);
@@ -695,9 +784,9 @@ int scanner_done_fd(const struct scanner *sc)
 	return sc->done_efd;
 }
 
-struct scan_cmd *scanner_take_done(struct scanner *sc)
+struct scanner_cmd *scanner_take_done(struct scanner *sc)
 {
-	struct scan_cmd *list;
+	struct scanner_cmd *list;
 	uint64_t v;
 
 	if (read(sc->done_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)

@@ -17,11 +17,36 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "budget.h"
 #include "cuflag-proto.h"
 #include "proto.h"
 
+/*
+ * One user (uid) as the scanner sees it: what its eventfd writes cost and how
+ * many of its slots are pending. Made and freed by the main thread (users.c),
+ * which frees it only once no session of the scanner's refers to it; written
+ * by the scanner only.
+ */
+struct scanner_user {
+	struct write_budget budget;
+	uint64_t cut_at_ns;       /* a write of this user's was cut short then */
+	uint32_t pending;         /* its slots in the pending set */
+	uint32_t max_pending;     /* arms beyond wait in the client's queue */
+	_Atomic uint32_t n_pending; /* the same, for the main thread */
+};
+
+/* Why the scanner stopped serving a client (0: it serves it). */
+enum scanner_broken {
+	BROKEN_NONE = 0,
+	BROKEN_QUEUE,  /* the arm queue indices are impossible */
+	BROKEN_STALL,  /* a write to one of its eventfds blocked and was cut */
+	BROKEN_FULL,   /* one of its eventfds was full (or would have blocked) */
+	BROKEN_COST,   /* its writes cost more than its user's write budget */
+	BROKEN_WATCH,  /* the daemon could not watch its wake eventfd */
+};
+
 /* One slot as the scanner sees it. Owned by the scanner once handed over. */
-struct scan_slot {
+struct scanner_slot {
 	volatile uint32_t *flag;
 	/* The region's copy of armed/signalled, for a daemon that adopts it
 	 * after a restart; written here, never read back. */
@@ -32,13 +57,13 @@ struct scan_slot {
 	uint32_t pend_idx;  /* index in the pending set, or SCAN_NOT_PENDING */
 	uint8_t owned;      /* allocated to the client: arms are accepted */
 	uint8_t retiring;   /* freed, waiting for the flag to reach armed */
-	struct scan_session *sess;
-	struct scan_cmd *retire_cmd; /* handed back once the flag lands */
+	struct scanner_session *sess;
+	struct scanner_cmd *retire_cmd; /* handed back once the flag lands */
 };
 #define SCAN_NOT_PENDING UINT32_MAX
 
 /* One client's region as the scanner sees it. */
-struct scan_session {
+struct scanner_session {
 	struct cuflag_region_layout layout;
 	uint8_t *base;              /* daemon's mapping of the region */
 	_Atomic uint32_t *head;     /* daemon-written consumer index */
@@ -46,10 +71,11 @@ struct scan_session {
 	struct cuflag_arm *queue;
 	volatile uint32_t *flags;   /* in the region, or in the CUDA IPC allocation */
 	volatile struct cuflag_slot_state *states; /* in the region */
-	uint32_t head_local;        /* the truth of head, private (set before ADD_SESSION) */
+	uint32_t head_local;        /* the truth of head, private (from ADD_SESSION on) */
 	uint32_t list_idx;          /* index in the scanner's session list */
-	struct scan_slot *slots;    /* layout.nslots */
+	struct scanner_slot *slots;    /* layout.nslots */
 	uint32_t pending;           /* slots of this session in the pending set */
+	struct scanner_user *user;  /* its uid's accounting (set before ADD_SESSION) */
 	uint8_t live;               /* in the scanner's list */
 	int wake_fd;                /* in the park set while live (scanner's own) */
 	uint8_t watched;            /* wake_fd is in the park set */
@@ -58,21 +84,20 @@ struct scan_session {
 	_Atomic uint64_t n_wakes;
 	_Atomic uint64_t n_bad;     /* arms refused */
 	_Atomic uint32_t n_pending;
-	_Atomic int broken;         /* the queue indices are impossible: drop it */
-	_Atomic int stalled;        /* a write to one of its eventfds had to be cut */
+	_Atomic int broken;         /* enum scanner_broken: the main loop drops it */
 };
 
-enum scan_op {
-	SCAN_ADD_SESSION,
+enum scanner_op {
+	SCAN_ADD_SESSION, /* start: where to read its arm queue from */
 	SCAN_DEL_SESSION,
 	SCAN_ADD_SLOT,   /* slot, start (signalled), armed, efd */
 	SCAN_DEL_SLOT,   /* slot; handed back once no write can still land */
 	SCAN_SET_EFD,    /* slot, efd; the old one comes back in efd */
 };
 
-struct scan_cmd {
-	enum scan_op op;
-	struct scan_session *sess;
+struct scanner_cmd {
+	enum scanner_op op;
+	struct scanner_session *sess;
 	uint32_t slot;
 	uint32_t start;
 	uint32_t armed;       /* ADD_SLOT: start, or more for a slot adopted after a restart */
@@ -80,7 +105,7 @@ struct scan_cmd {
 	uint32_t final_armed; /* DEL_SLOT: the slot's last armed value */
 	void *owner;          /* the main thread's context for the reply */
 	uint32_t req_id;      /* SET_EFD: the BIND answered once it is applied */
-	struct scan_cmd *next;
+	struct scanner_cmd *next;
 };
 
 struct scanner_stats {
@@ -90,12 +115,14 @@ struct scanner_stats {
 
 struct scanner;
 
-/* How the scanner spends its time when nothing happens. */
-struct scanner_timing {
+/* How the scanner spends its time when nothing happens, and what one user
+ * may cost it. */
+struct scanner_config {
 	uint64_t spin_ns;         /* nothing pending: spin this long, then park */
 	uint64_t pending_spin_ns; /* slots pending, none progressing: spin this long
 				   * (0: for ever), then look every pending_poll_ns */
 	uint64_t pending_poll_ns;
+	struct write_budget_cfg budget;
 };
 
 /*
@@ -104,24 +131,32 @@ struct scanner_timing {
  * never allocates. 0 or a negative errno.
  */
 int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
-		  uint64_t max_slots, const struct scanner_timing *timing);
+		  uint64_t max_slots, const struct scanner_config *cfg);
 
 /* Stop and join the thread; every command not handed back is dropped. */
 void scanner_stop(struct scanner *sc);
 
 /* Queue a command; the scanner is woken if parked. */
-void scanner_submit(struct scanner *sc, struct scan_cmd *cmd);
+void scanner_submit(struct scanner *sc, struct scanner_cmd *cmd);
 
 /* The eventfd the main loop polls: readable when commands were handed back. */
 int scanner_done_fd(const struct scanner *sc);
 
 /* Take the list of commands handed back (oldest first); drains done_fd. */
-struct scan_cmd *scanner_take_done(struct scanner *sc);
+struct scanner_cmd *scanner_take_done(struct scanner *sc);
 
 void scanner_get_stats(struct scanner *sc, struct scanner_stats *st);
 
 /* Passes so far: the watchdog pings only while this moves or the scanner is parked. */
 uint64_t scanner_heartbeat(struct scanner *sc);
+
+/* Fill in the scanner's view of a region mapped at base with layout l and
+ * flags at flags (in the region, or a CUDA IPC allocation). nslots entries
+ * of slots follow it in the same allocation (see scanner_session_size). */
+void scanner_session_init(struct scanner_session *ss, const struct cuflag_region_layout *l,
+			  uint8_t *base, volatile uint32_t *flags, int wake_fd,
+			  struct scanner_user *user);
+size_t scanner_session_size(uint32_t nslots);
 
 /* Clients found broken so far: the main loop looks for them when this moves. */
 uint64_t scanner_broken_count(struct scanner *sc);

@@ -17,40 +17,25 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fd-util.h"
 #include "fdpass.h"
 #include "notify.h"
 #include "proto.h"
+#include "request.h"
 
 /* Fds kept free below the limit for requests that carry fds and for accept. */
 #define FD_RESERVE (CUFLAG_BATCH_MAX + 64)
 
-/* Connections beyond the region limit, for cuflagctl and refused clients. */
+/* Connections beyond the region limit, for cuflagctl and refused clients;
+ * root and the admin group have a few more of their own beyond that. */
 #define EXTRA_CONNECTIONS 64
+#define ADMIN_CONNECTIONS 16
 /* Main-loop tick: watchdogs, dropping broken clients, status. Slow enough
  * that an idle daemon costs next to nothing, quick enough that a client
  * stalling the scanner is cut off within a fraction of a second. */
 #define TICK_MS 250
 /* An eventfd write taking longer than this means a client made it block. */
 #define WRITE_STALL_NS (50u * 1000000u)
-
-int server_reply(struct session *s, uint16_t type, uint32_t req_id, int32_t status,
-		 const void *body, uint32_t blen, const int *fds, unsigned nfds)
-{
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_msg_hdr h;
-
-	if (s->fd < 0)
-		return -EPIPE;
-	if (blen > sizeof(buf) - sizeof(h))
-		return -EMSGSIZE;
-	cuflag_hdr_init(&h, type | CUFLAG_MSG_REPLY, (uint32_t)sizeof(h) + blen, req_id, status,
-			(uint16_t)nfds);
-	memcpy(buf, &h, sizeof(h));
-	if (blen)
-		memcpy(buf + sizeof(h), body, blen);
-	/* Never block on a client: a full socket means it does not read. */
-	return cuflag_send_msg(s->fd, buf, sizeof(h) + blen, fds, nfds, MSG_DONTWAIT);
-}
 
 /* ---------------------------------------------------------------- */
 /* The listening socket                                              */
@@ -85,7 +70,7 @@ static int listen_on_path(struct server *srv, const char *path)
 	if (strlen(path) >= sizeof(a.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(a.sun_path, path);
-	if (!strcmp(path, CUFLAGD_DEFAULT_SOCKET) && mkdir("/run/cuflagd", 0755) < 0 &&
+	if (!strcmp(path, CUFLAG_DEFAULT_SOCKET) && mkdir("/run/cuflagd", 0755) < 0 &&
 	    errno != EEXIST)
 		log_warn("cannot create /run/cuflagd: %s", strerror(errno));
 	if (lstat(path, &st) == 0) {
@@ -132,10 +117,52 @@ static int ep_add(struct server *srv, int fd, void *tag)
 	return epoll_ctl(srv->ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
+/* Root, or a member of --admin-group (its primary or a supplementary group). */
+static int peer_is_admin(const struct server *srv, int fd, const struct ucred *c)
+{
+	gid_t groups[256];
+	socklen_t len = sizeof(groups);
+	int64_t admin = srv->cfg->admin_gid;
+
+	if (c->uid == 0)
+		return 1;
+	if (admin < 0)
+		return 0;
+	if ((int64_t)c->gid == admin)
+		return 1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return 0;
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		if ((int64_t)groups[i] == admin)
+			return 1;
+	return 0;
+}
+
+/* Whether a new connection of this peer may stay; why not, if not. */
+static const char *connection_refusal(struct server *srv, const struct ucred *c, int admin)
+{
+	uint32_t cap = srv->cfg->max_clients + EXTRA_CONNECTIONS;
+	struct user *u;
+
+	if (srv->nconn >= cap + (admin ? ADMIN_CONNECTIONS : 0))
+		return "too many connections";
+	if (admin)
+		return NULL;
+	u = user_find(&srv->users, c->uid);
+	if (u && u->conns >= srv->cfg->max_connections_per_uid)
+		return "max-connections-per-uid reached";
+	return NULL;
+}
+
 static void on_accept(struct server *srv)
 {
 	for (;;) {
 		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct ucred c = { .pid = -1, .uid = (uid_t)-1, .gid = (gid_t)-1 };
+		socklen_t l = sizeof(c);
+		const char *why;
+		int admin;
+
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR && cuflagd_ratelimit_ok(&srv->rl))
 				log_err("accept: %s", strerror(errno));
@@ -148,66 +175,83 @@ static void on_accept(struct server *srv)
 			}
 			return;
 		}
-		if (srv->nconn >= srv->cfg->max_clients + EXTRA_CONNECTIONS) {
-			struct ucred c = { 0 };
-			socklen_t l = sizeof(c);
-			getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &l);
+		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &l);
+		admin = peer_is_admin(srv, fd, &c);
+		why = connection_refusal(srv, &c, admin);
+		if (why) {
 			if (cuflagd_ratelimit_ok(&srv->rl))
-				log_warn("connection from pid=%d uid=%u refused: too many connections "
-					 "(%u)",
-					 (int)c.pid, (unsigned)c.uid, srv->nconn);
-			close(fd);
+				log_warn("connection from pid=%d uid=%u refused: %s (%u open)",
+					 (int)c.pid, (unsigned)c.uid, why, srv->nconn);
+			request_refuse_connection(fd, -EUSERS, why);
+			closer_close(srv->closer, fd);
 			continue;
 		}
-		struct session *s = session_new(srv, fd);
+		struct session *s = session_new(srv, fd, c.pid, c.uid, c.gid, admin);
 		if (!s || ep_add(srv, fd, s)) {
 			log_err("cannot take a connection: out of memory");
-			free(s);
-			close(fd);
+			if (s)
+				session_drop(srv, s, 0, NULL);
+			else
+				closer_close(srv->closer, fd);
 			continue;
 		}
-		s->next = srv->sessions;
-		if (srv->sessions)
-			srv->sessions->prev = s;
-		srv->sessions = s;
-		srv->nconn++;
 		log_debug("client %u pid=%d uid=%u: connection", s->id, (int)s->pid,
 			  (unsigned)s->uid);
 	}
 }
 
-/* Drop the clients the scanner stopped serving (it marks them broken). */
+/* What the scanner found a client doing, for the log. */
+static const char *const broken_why[] = {
+	[BROKEN_QUEUE] = "arm queue corrupted",
+	[BROKEN_STALL] = "eventfd made to block a write",
+	[BROKEN_FULL] = "eventfd made unwritable (its counter full)",
+	[BROKEN_COST] = "eventfd writes cost more than write-budget-us (epoll watchers)",
+	[BROKEN_WATCH] = "its wake eventfd cannot be watched",
+};
+
+/* Drop the clients the scanner stopped serving (it marks them broken). One
+ * that made every other client wait (a write it made block, writes over its
+ * user's budget) can set that up again on every new connection: its user's
+ * new clients are refused a while (penalty.h); one that only broke itself (a
+ * corrupted queue, a full counter) is just dropped. One line says both. */
 static void drop_broken(struct server *srv, uint64_t now)
 {
 	for (struct session *s = srv->sessions, *n; s; s = n) {
+		int why;
+		char line[192];
+		uint64_t ms = 0;
+
 		n = s->next;
-		/* broken first: the scanner sets stalled before it releases broken. */
-		if (!s->scan || s->dead || !atomic_load(&s->scan->broken))
+		if (!s->scan || s->dead || !(why = atomic_load(&s->scan->broken)))
 			continue;
-		if (atomic_load(&s->scan->stalled)) {
-			/* Every other client waited for that write: keep the user from
-			 * setting it up again at once (penalty.h). One line says both. */
-			char why[128] = "eventfd made to block a write";
-			uint64_t ms = penalty_strike(&srv->penalties, s->uid, now);
-			if (ms)
-				snprintf(why, sizeof(why),
-					 "eventfd made to block a write, again; new clients of "
-					 "this user refused for %llu s",
-					 (unsigned long long)(ms / 1000));
-			session_drop(srv, s, -EPROTO, why);
-		} else {
-			session_drop(srv, s, -EPROTO,
-				     "arm queue corrupted or eventfd made unwritable");
-		}
+		if (why == BROKEN_STALL || why == BROKEN_COST)
+			ms = penalty_strike(&srv->penalties, s->uid, now);
+		snprintf(line, sizeof(line), "%s", broken_why[why]);
+		if (ms)
+			snprintf(line, sizeof(line), "%s; new clients of this user refused for %llu s",
+				 broken_why[why], (unsigned long long)((ms + 999) / 1000));
+		session_drop(srv, s, -EPROTO, line);
+	}
+}
+
+/* Connections that did not take a region in time (root and the admin group
+ * may sit on a connection as long as they like: cuflagctl). */
+static void drop_late(struct server *srv, uint64_t now)
+{
+	for (struct session *s = srv->sessions, *n; s; s = n) {
+		n = s->next;
+		if (!s->scan && !s->dead && !s->admin &&
+		    now - s->connected_ms >= srv->cfg->hello_timeout_ms)
+			session_drop(srv, s, -ETIMEDOUT, "no HELLO and ATTACH within hello-timeout-ms");
 	}
 }
 
 static void on_scanner_done(struct server *srv)
 {
-	struct scan_cmd *list = scanner_take_done(srv->sc);
+	struct scanner_cmd *list = scanner_take_done(srv->sc);
 
 	while (list) {
-		struct scan_cmd *c = list;
+		struct scanner_cmd *c = list;
 		list = list->next;
 		session_on_done(srv, c->owner, c);
 	}
@@ -216,13 +260,13 @@ static void on_scanner_done(struct server *srv)
 	 * Only then: commands come back far more often than clients break. */
 	if (scanner_broken_count(srv->sc) != srv->broken_seen) {
 		srv->broken_seen = scanner_broken_count(srv->sc);
-		drop_broken(srv, cuflagd_now_ms());
+		drop_broken(srv, cuflag_now_ms());
 	}
 }
 
 static void on_tick(struct server *srv)
 {
-	uint64_t v, now = cuflagd_now_ms();
+	uint64_t v, now = cuflag_now_ms();
 	uint64_t since;
 
 	if (read(srv->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
@@ -236,14 +280,15 @@ static void on_tick(struct server *srv)
 	/* A client that made its eventfd blocking and full holds the scanner in
 	 * write(): interrupt it; the scanner then marks that client broken. */
 	since = scanner_write_since_ns(srv->sc);
-	if (since && cuflagd_now_ns() - since > WRITE_STALL_NS)
+	if (since && cuflag_now_ns() - since > WRITE_STALL_NS)
 		pthread_kill(scanner_thread(srv->sc), SIGUSR2);
 
 	drop_broken(srv, now);
+	drop_late(srv, now);
 	for (struct session *s = srv->sessions, *n; s; s = n) {
 		n = s->next;
-		if (s->scan && !s->dead)
-			session_expire_parked(srv, s, now);
+		if (s->parked && !s->dead)
+			request_expire_parked(srv, s, now);
 	}
 
 	/* Watchdog: ping only while the scanner makes passes or sits parked. */
@@ -284,7 +329,7 @@ void server_totals(const struct server *srv, uint32_t *clients, uint32_t *slots,
 		if (!s->scan || s->dead)
 			continue;
 		(*clients)++;
-		*slots += s->nlive;
+		*slots += s->slots.nlive;
 		*pending += atomic_load_explicit(&s->scan->n_pending, memory_order_relaxed);
 	}
 }
@@ -335,7 +380,7 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	struct sigaction sa = { .sa_handler = on_sigusr2 };
 	struct itimerspec its = { .it_interval = { 0, TICK_MS * 1000000L },
 				  .it_value = { 0, TICK_MS * 1000000L } };
-	struct scanner_timing timing;
+	struct scanner_config scfg;
 	sigset_t mask;
 	int rc;
 
@@ -343,14 +388,14 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	srv->cfg = cfg;
 	srv->ep = srv->listen_fd = srv->sig_fd = srv->timer_fd = -1;
 	srv->dp.fd = -1;
-	srv->tag_listen = EP_LISTEN;
-	srv->tag_signal = EP_SIGNAL;
-	srv->tag_timer = EP_TIMER;
-	srv->tag_scanner = EP_SCANNER;
+	srv->tag_listen.kind = EP_LISTEN;
+	srv->tag_signal.kind = EP_SIGNAL;
+	srv->tag_timer.kind = EP_TIMER;
+	srv->tag_scanner.kind = EP_SCANNER;
 	srv->rl = (struct cuflagd_ratelimit){ .interval_ms = 1000, .burst = 20 };
-	srv->start_ms = srv->last_status_ms = srv->last_ping_ms = cuflagd_now_ms();
+	srv->start_ms = srv->last_status_ms = srv->last_ping_ms = cuflag_now_ms();
 	if (getrandom(&srv->epoch, sizeof(srv->epoch), 0) != sizeof(srv->epoch))
-		srv->epoch = cuflagd_now_ns() ^ ((uint64_t)getpid() << 32);
+		srv->epoch = cuflag_now_ns() ^ ((uint64_t)getpid() << 32);
 
 	/* Signals: the scanner inherits this mask; SIGUSR2 stays deliverable. */
 	signal(SIGPIPE, SIG_IGN);
@@ -358,16 +403,31 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	loop_signals(&mask);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 
+	rc = cuflag_region_layout_make(&srv->layout, cfg->slots_per_client, cfg->queue_size,
+				       (uint32_t)sysconf(_SC_PAGESIZE));
+	if (rc) {
+		log_err("no region layout for %u slots and a queue of %u", cfg->slots_per_client,
+			cfg->queue_size);
+		return rc;
+	}
 	rc = daemon_page_create(&srv->dp, srv->epoch);
 	if (rc) {
 		log_err("cannot create the daemon page: %s", strerror(-rc));
 		return rc;
 	}
-	timing.spin_ns = cfg->spin_us * 1000u;
-	timing.pending_spin_ns = cfg->pending_spin_ms * 1000000u;
-	timing.pending_poll_ns = cfg->pending_poll_us * 1000u;
+	rc = closer_start(&srv->closer);
+	if (rc) {
+		log_err("cannot start the closer threads: %s", strerror(-rc));
+		return rc;
+	}
+	scfg = (struct scanner_config){
+		.spin_ns = cfg->spin_us * 1000u,
+		.pending_spin_ns = cfg->pending_spin_ms * 1000000u,
+		.pending_poll_ns = cfg->pending_poll_us * 1000u,
+		.budget = WRITE_BUDGET_DEFAULTS(cfg->write_budget_us * 1000u),
+	};
 	rc = scanner_start(&srv->sc, srv->dp.page, cfg->max_clients,
-			   (uint64_t)cfg->max_clients * cfg->slots_per_client, &timing);
+			   (uint64_t)cfg->max_clients * cfg->slots_per_client, &scfg);
 	if (rc) {
 		log_err("cannot start the scanner: %s", strerror(-rc));
 		return rc;
@@ -391,7 +451,7 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 		}
 		log_info("using the socket passed by the service manager");
 	} else {
-		const char *path = cfg->socket_path ? cfg->socket_path : CUFLAGD_DEFAULT_SOCKET;
+		const char *path = cfg->socket_path ? cfg->socket_path : CUFLAG_DEFAULT_SOCKET;
 		srv->listen_fd = listen_on_path(srv, path);
 		if (srv->listen_fd < 0) {
 			log_err("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
@@ -432,8 +492,8 @@ int server_run(struct server *srv)
 			return -errno;
 		}
 		for (int i = 0; i < n && !srv->stopping; i++) {
-			int kind = *(int *)ev[i].data.ptr;
-			switch (kind) {
+			const struct ep_tag *tag = ev[i].data.ptr;
+			switch (tag->kind) {
 			case EP_LISTEN:
 				on_accept(srv);
 				break;
@@ -474,25 +534,16 @@ void server_fini(struct server *srv)
 	if (srv->sc)
 		scanner_stop(srv->sc);
 	srv->sc = NULL;
-	for (struct session *s = srv->sessions, *n; s; s = n) {
-		n = s->next;
-		if (s->fd >= 0)
-			close(s->fd);
-		free(s->adopt_cmd); /* never handed to the scanner */
-		session_release(s);
-		session_free(s);
-	}
-	srv->sessions = NULL;
-	session_free_graveyard(srv);
-	if (srv->listen_fd >= 0)
-		close(srv->listen_fd);
+	if (srv->closer)
+		session_free_all(srv);
+	closer_stop(srv->closer);
+	srv->closer = NULL;
+	users_clear(&srv->users);
+	srv->listen_fd = safe_close(srv->listen_fd);
 	if (srv->unlink_path)
 		unlink(srv->unlink_path);
-	if (srv->sig_fd >= 0)
-		close(srv->sig_fd);
-	if (srv->timer_fd >= 0)
-		close(srv->timer_fd);
-	if (srv->ep >= 0)
-		close(srv->ep);
+	srv->sig_fd = safe_close(srv->sig_fd);
+	srv->timer_fd = safe_close(srv->timer_fd);
+	srv->ep = safe_close(srv->ep);
 	daemon_page_destroy(&srv->dp);
 }

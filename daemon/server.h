@@ -5,14 +5,15 @@
 
 #include <stdint.h>
 
+#include "closer.h"
 #include "config.h"
+#include "eptag.h"
 #include "log.h"
 #include "region.h"
 #include "penalty.h"
 #include "scanner.h"
 #include "session.h"
-
-enum ep_kind { EP_LISTEN = 1, EP_SIGNAL, EP_TIMER, EP_SCANNER, EP_CLIENT };
+#include "users.h"
 
 struct server {
 	const struct cuflagd_config *cfg;
@@ -25,6 +26,9 @@ struct server {
 	int timer_fd;
 	struct scanner *sc;
 	struct daemon_page dp;
+	struct cuflag_region_layout layout; /* of every client's region */
+	struct closer *closer;      /* closes what clients handed over (closer.h) */
+	struct users users;         /* per-uid accounting (users.h) */
 	uint64_t epoch;
 	uint64_t start_ms;
 	struct session *sessions;   /* every connection, live or dying */
@@ -43,7 +47,7 @@ struct server {
 	struct cuflagd_ratelimit rl;  /* lines a client can trigger */
 	struct uid_penalties penalties; /* users refused a while (penalty.h) */
 	uint64_t broken_seen;           /* scanner_broken_count() last looked at */
-	int tag_listen, tag_signal, tag_timer, tag_scanner;
+	struct ep_tag tag_listen, tag_signal, tag_timer, tag_scanner;
 };
 
 /* Block the signals the main loop takes through its signalfd. */
@@ -58,9 +62,5 @@ void server_fini(struct server *srv);
 /* Clients holding a region, their live slots, and their slots pending now. */
 void server_totals(const struct server *srv, uint32_t *clients, uint32_t *slots,
 		   uint64_t *pending);
-
-/* Send a reply; a client whose socket is full is dropped by the caller. */
-int server_reply(struct session *s, uint16_t type, uint32_t req_id, int32_t status,
-		 const void *body, uint32_t blen, const int *fds, unsigned nfds);
 
 #endif

@@ -7,35 +7,34 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda-dl.h"
+
 struct gpu_cu cu;
 
-#define XSTR(x) #x
-#define STR(x) XSTR(x)
+#define GPU_CU_SYM(f) CUFLAG_CUDA_SYM(struct gpu_cu, f, f),
+static const struct cuflag_cuda_sym syms[] = { GPU_CU_FNS(GPU_CU_SYM) };
+#undef GPU_CU_SYM
 
 int gpu_load(void)
 {
 	static int loaded;
-	void *h;
+	const char *missing = "?";
 	CUresult e;
-	int n = 0;
+	int n = 0, rc;
 
 	if (loaded)
 		return 0;
-	h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-	if (!h) {
+	rc = cuflag_cuda_resolve(&cu, syms, sizeof(syms) / sizeof(syms[0]), &missing);
+	if (rc == -ENODEV) {
 		fprintf(stderr, "%s: no NVIDIA driver here (%s)\n", program_invocation_short_name,
 			dlerror());
 		return GPU_EXIT_SKIP;
 	}
-#define GPU_CU_LOAD(f)                                                                   \
-	if (!(*(void **)&cu.f = dlsym(h, STR(f)))) {                                       \
-		fprintf(stderr, "%s: libcuda.so.1 lacks %s (driver too old?)\n",   \
-			program_invocation_short_name, \
-			STR(f));                                                           \
-		return 1;                                                                  \
+	if (rc) {
+		fprintf(stderr, "%s: libcuda.so.1 lacks %s (driver too old?)\n",
+			program_invocation_short_name, missing);
+		return 1;
 	}
-	GPU_CU_FNS(GPU_CU_LOAD)
-#undef GPU_CU_LOAD
 	e = cu.cuInit(0);
 	if (e != CUDA_SUCCESS) {
 		gpu_err("cuInit", e);

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CUFLAG_PROTO_VERSION 1u
+#define CUFLAG_PROTO_VERSION 2u
 
 /* ------------------------------------------------------------------ */
 /* Wire messages                                                       */
@@ -25,20 +25,24 @@
 #define CUFLAG_MSG_MAX 4096u
 /* Most fds one message may carry (kept well under the kernel's SCM_MAX_FD). */
 #define CUFLAG_MSG_MAX_FDS 64u
+/* Most fds the kernel lets one message carry (SCM_MAX_FD): a receiver with
+ * room for fewer has the rest released in its own thread, so the daemon
+ * receives with room for this many and refuses what its protocol does not. */
+#define CUFLAG_SCM_MAX_FD 253u
 /* Most slots one ALLOC or FREE request may name; the library batches. */
 #define CUFLAG_BATCH_MAX CUFLAG_MSG_MAX_FDS
 /* Longest reason text in an error reply, NUL included. */
 #define CUFLAG_REASON_MAX 128u
 
 enum cuflag_msg_type {
-	CUFLAG_MSG_HELLO = 1,   /* version handshake; reply carries the region */
+	CUFLAG_MSG_HELLO = 1,   /* version handshake; reply: the region layout */
 	CUFLAG_MSG_ALLOC = 2,   /* allocate N slots; reply carries N eventfds */
 	CUFLAG_MSG_FREE = 3,    /* free N slots */
 	CUFLAG_MSG_BIND = 4,    /* replace a slot's eventfd with one the client sends */
 	CUFLAG_MSG_STATS = 5,   /* daemon-wide counters */
 	CUFLAG_MSG_CLIENTS = 6, /* admin: one reply per client, then an empty end */
-	CUFLAG_MSG_RESUME = 7,  /* instead of HELLO: adopt the region of a daemon that restarted */
-	CUFLAG_MSG_ADOPT = 8,   /* after RESUME: slot ids with their eventfds */
+	CUFLAG_MSG_ATTACH = 7,  /* after HELLO: the client's region and wake eventfd */
+	CUFLAG_MSG_ADOPT = 8,   /* after an ATTACH that resumes: slot ids with their eventfds */
 	CUFLAG_MSG_TYPE_END,
 };
 /* A reply has the request's type with this bit set and echoes its id. */
@@ -76,13 +80,12 @@ enum cuflag_slab_kind {
 };
 
 /*
- * Reply to HELLO; fds: [0] region, [1] daemon page, [2] wake eventfd, and
- * with slab CUDA_IPC [3] the flags allocation (a POSIX-fd CUDA handle of
- * flags_size bytes, flags at offset 0; the region's own flag pages are then
- * unused).
- * Where things sit inside the region travels here ("sizes travel"), so the
- * layout can grow without breaking old clients; the client checks each value
- * against the region's fstat size before it maps.
+ * Reply to HELLO; fds: [0] the daemon page. It says which region this daemon
+ * takes: the client creates it (a memfd of region_size bytes, every page
+ * allocated, the header written, sealed against shrink, grow and further
+ * seals), so the region's memory is charged to the client, and hands it over
+ * with ATTACH. Where things sit inside the region travels here ("sizes
+ * travel"), so the layout can grow without breaking old clients.
  */
 struct cuflag_msg_hello_reply {
 	uint32_t version;      /* the version chosen */
@@ -143,21 +146,23 @@ struct cuflag_msg_bind {
 _Static_assert(sizeof(struct cuflag_msg_bind) == 8, "bind size");
 
 /*
- * RESUME: the first message of a connection made after the daemon went away.
- * fds: [0] the region memfd the client kept, [1] its wake eventfd. The
- * daemon checks the memfd (seals, size, the layout its own settings give)
- * and adopts it; the reply is a HELLO reply with one fd, the daemon page.
- * The daemon reads the arm queue only once every slot is adopted: an arm
- * queued while no daemon ran must find its slot.
+ * ATTACH: the second message of every connection. fds: [0] the region memfd
+ * the client made (see the HELLO reply), [1] its wake eventfd. The daemon
+ * checks the memfd (a sealed memfd of exactly its layout's size, every page
+ * allocated, a matching header, held by no live session) and maps it. With
+ * slots > 0 the client resumes a region a daemon that went away served: the
+ * ADOPTs that follow name its slots, and the daemon reads the arm queue only
+ * once every slot is adopted, so an arm queued while no daemon ran finds its
+ * slot. Reply: no body; with slab CUDA_IPC, fds: [0] the flags allocation (a
+ * POSIX-fd CUDA handle of flags_size bytes, flags at offset 0; the region's
+ * own flag pages are then unused).
  */
-struct cuflag_msg_resume {
-	uint32_t version_min;
-	uint32_t version_max;
+struct cuflag_msg_attach {
 	uint32_t flags;    /* must be 0 */
 	uint32_t slots;    /* how many slots the ADOPTs that follow will name */
-	uint64_t epoch;    /* of the daemon the region came from */
+	uint64_t epoch;    /* of the daemon the region came from; 0 for a new one */
 };
-_Static_assert(sizeof(struct cuflag_msg_resume) == 24, "resume size");
+_Static_assert(sizeof(struct cuflag_msg_attach) == 16, "attach size");
 
 /* ADOPT: count ids (1..CUFLAG_BATCH_MAX) and as many eventfds, in order. */
 struct cuflag_msg_adopt {
@@ -166,6 +171,23 @@ struct cuflag_msg_adopt {
 	uint32_t ids[CUFLAG_BATCH_MAX];
 };
 _Static_assert(offsetof(struct cuflag_msg_adopt, ids) == 8, "adopt ids");
+_Static_assert(offsetof(struct cuflag_msg_adopt, ids) == offsetof(struct cuflag_msg_free, ids),
+	       "FREE and ADOPT share one id batch layout");
+
+/*
+ * Body bytes of a FREE or ADOPT naming n ids, and of an ALLOC reply with n
+ * grants: the messages whose length follows their count. 64-bit, so that a
+ * peer's count cannot wrap the sum.
+ */
+static inline uint64_t cuflag_id_batch_len(uint64_t n)
+{
+	return offsetof(struct cuflag_msg_free, ids) + n * sizeof(uint32_t);
+}
+
+static inline uint64_t cuflag_alloc_reply_len(uint64_t n)
+{
+	return offsetof(struct cuflag_msg_alloc_reply, grants) + n * sizeof(struct cuflag_slot_grant);
+}
 
 /* Reply to STATS. */
 struct cuflag_msg_stats_reply {
@@ -214,7 +236,7 @@ _Static_assert(sizeof(struct cuflag_msg_client_info) == 56, "client info size");
 #define CUFLAG_REGION_MAGIC 0x47414c46u /* "FLAG" */
 #define CUFLAG_CACHELINE 64u
 
-/* Offset 0, written once by the daemon before the region is shared. */
+/* Offset 0, written once by the client before it hands the region over. */
 struct cuflag_region_hdr {
 	uint32_t magic;
 	uint16_t version;

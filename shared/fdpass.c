@@ -7,22 +7,23 @@
 #include <unistd.h>
 
 #include "cuflag-proto.h"
+#include "fd-util.h"
 
 void cuflag_close_fds(int *fds, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		if (fds[i] >= 0)
-			close(fds[i]);
-		fds[i] = -1;
+		fds[i] = safe_close(fds[i]);
 	}
 }
 
-ssize_t cuflag_recv_msg(int sock, void *buf, size_t cap, int *fds, unsigned max_fds,
-			unsigned *nfds, int flags)
+ssize_t cuflag_recv_msg_all(int sock, void *buf, size_t cap, int *fds, unsigned *nfds,
+			    int flags)
 {
-	/* Room for exactly the fds allowed: anything more sets MSG_CTRUNC. */
+	/* Room for the kernel's maximum: with less, the fds that do not fit
+	 * would be released inside recvmsg, in this thread, and the release of
+	 * a peer's file can block (a socket with SO_LINGER, a FUSE file). */
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * CUFLAG_MSG_MAX_FDS)];
+		char buf[CMSG_SPACE(sizeof(int) * CUFLAG_SCM_MAX_FD)];
 		struct cmsghdr align;
 	} ctl;
 	struct iovec iov = { .iov_base = buf, .iov_len = cap };
@@ -30,17 +31,13 @@ ssize_t cuflag_recv_msg(int sock, void *buf, size_t cap, int *fds, unsigned max_
 		.msg_iov = &iov,
 		.msg_iovlen = 1,
 		.msg_control = ctl.buf,
-		.msg_controllen = CMSG_SPACE(sizeof(int) * (max_fds ? max_fds : 1)),
+		.msg_controllen = sizeof(ctl.buf),
 	};
 	unsigned got = 0;
 	ssize_t n;
 	int err = 0;
 
 	*nfds = 0;
-	if (max_fds > CUFLAG_MSG_MAX_FDS)
-		return -EINVAL;
-	if (max_fds == 0)
-		msg.msg_controllen = CMSG_SPACE(sizeof(int));
 	do
 		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
 	while (n < 0 && errno == EINTR);
@@ -53,27 +50,37 @@ ssize_t cuflag_recv_msg(int sock, void *buf, size_t cap, int *fds, unsigned max_
 			continue;
 		}
 		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-			if (got < max_fds)
-				fds[got++] = fd;
-			else {
-				close(fd);
-				err = -EBADMSG;
-			}
-		}
+		for (size_t i = 0; i < k && got < CUFLAG_SCM_MAX_FD; i++)
+			memcpy(&fds[got++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
 	}
-	/* Truncated with room left: our own fd table was full (the kernel passes
-	 * what fits and drops the rest); with no room left: the peer sent more. */
+	*nfds = got;
+	/* Truncated with room for every fd the kernel passes: our own fd table
+	 * was full (it passed what fit). */
 	if (msg.msg_flags & MSG_CTRUNC)
-		err = got < max_fds ? -EMFILE : -EBADMSG;
+		err = -EMFILE;
 	else if (msg.msg_flags & MSG_TRUNC)
 		err = -EMSGSIZE;
-	if (err) {
-		cuflag_close_fds(fds, got);
-		return err;
+	return err ? err : n;
+}
+
+ssize_t cuflag_recv_msg(int sock, void *buf, size_t cap, int *fds, unsigned max_fds,
+			unsigned *nfds, int flags)
+{
+	int all[CUFLAG_SCM_MAX_FD];
+	unsigned got = 0;
+	ssize_t n;
+
+	*nfds = 0;
+	if (max_fds > CUFLAG_MSG_MAX_FDS)
+		return -EINVAL;
+	n = cuflag_recv_msg_all(sock, buf, cap, all, &got, flags);
+	if (n >= 0 && got > max_fds)
+		n = -EBADMSG;
+	if (n < 0) {
+		cuflag_close_fds(all, got);
+		return n;
 	}
+	memcpy(fds, all, sizeof(int) * got);
 	*nfds = got;
 	return n;
 }

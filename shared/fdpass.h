@@ -18,6 +18,16 @@
 ssize_t cuflag_recv_msg(int sock, void *buf, size_t cap, int *fds, unsigned max_fds,
 			unsigned *nfds, int flags);
 
+/*
+ * Receive one message with room for every fd the kernel lets a message carry
+ * (fds: CUFLAG_SCM_MAX_FD entries). Every fd that arrived is handed back in
+ * fds and *nfds, also when an error is returned (-EMSGSIZE, -EBADMSG for
+ * control data of another kind, -EMFILE when this process had no room): the
+ * caller disposes of them, for the daemon off its main thread.
+ */
+ssize_t cuflag_recv_msg_all(int sock, void *buf, size_t cap, int *fds, unsigned *nfds,
+			    int flags);
+
 /* Send one message with nfds fds; MSG_NOSIGNAL. 0 or a negative errno. */
 int cuflag_send_msg(int sock, const void *buf, size_t len, const int *fds, unsigned nfds,
 		    int flags);

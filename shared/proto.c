@@ -41,7 +41,7 @@ static int check_id_batch(const unsigned char *body, size_t blen, const char *ba
 {
 	uint32_t count, reserved;
 
-	if (blen < 8)
+	if (blen < cuflag_id_batch_len(0))
 		FAIL(-EBADMSG, bad_len);
 	memcpy(&count, body, 4);
 	memcpy(&reserved, body + 4, 4);
@@ -50,7 +50,7 @@ static int check_id_batch(const unsigned char *body, size_t blen, const char *ba
 	if (count < 1 || count > CUFLAG_BATCH_MAX)
 		FAIL(-EINVAL, bad_count);
 	/* Widened before the sum: count is the peer's. */
-	if ((uint64_t)blen != 8u + (uint64_t)count * 4u)
+	if ((uint64_t)blen != cuflag_id_batch_len(count))
 		FAIL(-EBADMSG, bad_sum);
 	*count_out = count;
 	return 0;
@@ -115,17 +115,15 @@ int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char 
 		if (blen || nfds)
 			FAIL(-EBADMSG, "query with a body or fds");
 		return 0;
-	case CUFLAG_MSG_RESUME: {
-		struct cuflag_msg_resume m;
+	case CUFLAG_MSG_ATTACH: {
+		struct cuflag_msg_attach m;
 		if (blen != sizeof(m))
-			FAIL(-EBADMSG, "RESUME: bad length");
+			FAIL(-EBADMSG, "ATTACH: bad length");
 		if (nfds != 2)
-			FAIL(-EBADMSG, "RESUME: needs the region and the wake eventfd");
+			FAIL(-EBADMSG, "ATTACH: needs the region and the wake eventfd");
 		memcpy(&m, body, sizeof(m));
 		if (m.flags)
-			FAIL(-EINVAL, "RESUME: reserved fields not zero");
-		if (m.version_min > m.version_max)
-			FAIL(-EINVAL, "RESUME: version range empty");
+			FAIL(-EINVAL, "ATTACH: reserved fields not zero");
 		return 0;
 	}
 	case CUFLAG_MSG_ADOPT: {
@@ -168,31 +166,28 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 	}
 	switch (expect_type) {
 	case CUFLAG_MSG_HELLO: {
-		struct cuflag_msg_hello_reply hr;
-		if (blen != sizeof(hr))
+		if (blen != sizeof(struct cuflag_msg_hello_reply))
 			FAIL(-EBADMSG, "HELLO reply: bad length");
-		memcpy(&hr, body, sizeof(hr));
-		if (nfds != (hr.slab == CUFLAG_SLAB_CUDA_IPC ? 4u : 3u))
-			FAIL(-EBADMSG, "HELLO reply: fds do not match the slab");
+		if (nfds != 1)
+			FAIL(-EBADMSG, "HELLO reply: not exactly the daemon page");
 		return 0;
 	}
 	case CUFLAG_MSG_ALLOC: {
 		uint32_t count;
-		if (blen < 8)
+		if (blen < cuflag_alloc_reply_len(0))
 			FAIL(-EBADMSG, "ALLOC reply: too short");
 		memcpy(&count, body, 4);
 		if (count < 1 || count > CUFLAG_BATCH_MAX ||
-		    (uint64_t)blen != 8u + (uint64_t)count * sizeof(struct cuflag_slot_grant) ||
+		    (uint64_t)blen != cuflag_alloc_reply_len(count) ||
 		    nfds != count)
 			FAIL(-EBADMSG, "ALLOC reply: count, length and fds disagree");
 		return 0;
 	}
-	case CUFLAG_MSG_RESUME: {
-		struct cuflag_msg_hello_reply rr;
-		if (blen != sizeof(rr) || nfds != 1)
-			FAIL(-EBADMSG, "RESUME reply: bad length or fds");
+	case CUFLAG_MSG_ATTACH:
+		/* With slab CUDA_IPC the flags allocation comes with it. */
+		if (blen || nfds > 1)
+			FAIL(-EBADMSG, "ATTACH reply: a body or too many fds");
 		return 0;
-	}
 	case CUFLAG_MSG_FREE:
 	case CUFLAG_MSG_BIND:
 	case CUFLAG_MSG_ADOPT:
@@ -210,6 +205,22 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 	default:
 		FAIL(-EPROTO, "unknown message type");
 	}
+}
+
+void cuflag_region_hdr_make(struct cuflag_region_hdr *h, const struct cuflag_region_layout *l)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = CUFLAG_REGION_MAGIC;
+	h->version = CUFLAG_PROTO_VERSION;
+	h->hdr_size = sizeof(*h);
+	h->nslots = l->nslots;
+	h->queue_cap = l->queue_cap;
+	h->head_off = l->head_off;
+	h->tail_off = l->tail_off;
+	h->queue_off = l->queue_off;
+	h->flags_off = l->flags_off;
+	h->state_off = l->state_off;
+	h->region_size = l->size;
 }
 
 static int is_pow2(uint32_t v)

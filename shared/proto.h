@@ -36,6 +36,10 @@ struct cuflag_region_layout {
 	uint64_t size;
 };
 
+/* The header a region of layout l starts with (the client writes it; the
+ * daemon compares it byte for byte). */
+void cuflag_region_hdr_make(struct cuflag_region_hdr *h, const struct cuflag_region_layout *l);
+
 /* Layout v1 for nslots and queue_cap (a power of two); 0 or -EINVAL. */
 int cuflag_region_layout_make(struct cuflag_region_layout *l, uint32_t nslots,
 			      uint32_t queue_cap, uint32_t page_size);

@@ -7,12 +7,14 @@
 #ifndef CUFLAG_TEST_HARNESS_H
 #define CUFLAG_TEST_HARNESS_H
 
-#undef NDEBUG
-#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/types.h>
+
+#include "clock.h"
+#include "spawn.h"
+#include "test-check.h"
 
 struct daemon_proc {
 	pid_t pid;
@@ -38,10 +40,12 @@ size_t daemon_read_log(struct daemon_proc *d, char *buf, size_t cap);
 /* Open fds of this process. */
 int self_fd_count(void);
 
+/* A whole completion through the daemon at sock (connect, acquire, arm,
+ * store, wait, disconnect); aborts if any step fails. */
+void check_serves(const char *sock);
+
 /* Wait (polling, up to timeout_ms) until pred(arg) is true; 1 if it became true. */
 int wait_until(int (*pred)(void *), void *arg, int timeout_ms);
-
-uint64_t now_ns(void);
 
 struct cuflag_slot;
 /* Completions in a slot's eventfd once it becomes readable (waits up to 2 s;
@@ -53,27 +57,6 @@ static inline void sim_store(volatile uint32_t *flag, uint32_t v)
 {
 	__atomic_store_n(flag, v, __ATOMIC_RELEASE);
 }
-
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,  \
-				#cond);                                                    \
-			abort();                                                           \
-		}                                                                          \
-	} while (0)
-
-#define CHECK_RC(expr)                                                                     \
-	do {                                                                               \
-		int rc_ = (expr);                                                          \
-		if (rc_ != 0) {                                                            \
-			fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #expr, \
-				rc_);                                                      \
-			abort();                                                           \
-		}                                                                          \
-	} while (0)
-
-#endif
 
 struct cuflag_msg_stats_reply;
 /* Ask the daemon for its counters on a fresh connection (no HELLO needed). */
@@ -89,3 +72,10 @@ int daemon_stop_keep_dir(struct daemon_proc *d);
 /* Start a daemon on a given socket path inside an existing directory. */
 void daemon_start_at(struct daemon_proc *d, const char *dir, const char *sock, int capture_log,
 		     const char *const *extra_args);
+
+struct cuflag_msg_hello_reply;
+/* A region as a client makes it for the layout a HELLO reply gives: a memfd,
+ * every page allocated, the header written, sealed. */
+int make_client_region(const struct cuflag_msg_hello_reply *hr);
+
+#endif

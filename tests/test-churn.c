@@ -128,7 +128,7 @@ int main(void)
 	pid_t kids[CHURNERS];
 	struct back base;
 	pthread_t th;
-	uint64_t t0 = now_ns(), before;
+	uint64_t t0 = cuflag_now_ns(), before;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
 	daemon_start(&d, 0, args);
@@ -161,20 +161,19 @@ int main(void)
 	if (!wait_until(is_back, &base, 10000)) {
 		struct cuflag_msg_stats_reply st;
 		daemon_stats(&d, &st);
-		fprintf(stderr, "not back: %d fds (%d before), %d regions (%d), %u clients, "
-				"%u slots, %llu pending\n",
-			daemon_fd_count(&d), base.fds, daemon_region_maps(&d), base.maps,
-			st.clients, st.slots, (unsigned long long)st.pending);
 		char cmd[96];
 		snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd >&2", (int)d.pid);
 		if (system(cmd) != 0)
 			fprintf(stderr, "cannot list the daemon's fds\n");
-		abort();
+		CHECK_FAIL("not back: %d fds (%d before), %d regions (%d), %u clients, %u slots, "
+			   "%llu pending",
+			   daemon_fd_count(&d), base.fds, daemon_region_maps(&d), base.maps,
+			   st.clients, st.slots, (unsigned long long)st.pending);
 	}
 	printf("churn: %d clients came and went (a third killed), steady client completed "
 	       "%llu, daemon back to %d fds in %.2f s\n",
 	       CHURNERS * ROUNDS, (unsigned long long)atomic_load(&steady_done), base.fds,
-	       (double)(now_ns() - t0) / 1e9);
+	       (double)(cuflag_now_ns() - t0) / 1e9);
 	CHECK(daemon_stop(&d) == 0);
 	return 0;
 }

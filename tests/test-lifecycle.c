@@ -16,7 +16,7 @@
 
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
-#include "harness.h"
+#include "test-runner.h"
 
 /* One arm, one store, one eventfd signal of exactly 1. */
 static void cycle(cuflag_slot *s)
@@ -50,7 +50,7 @@ static int child_armed(void *arg)
 	return st.clients == 2 && st.slots == 65 && st.pending == 64;
 }
 
-static void test_sigkill_reclaims(void)
+TEST(sigkill_reclaims)
 {
 	struct daemon_proc d;
 	struct cuflag_msg_stats_reply st;
@@ -117,7 +117,7 @@ static int scanner_parked(void *arg)
 	return st.scanner_state == CUFLAG_SCANNER_PARKED;
 }
 
-static void test_idle(void)
+TEST(idle)
 {
 	struct daemon_proc d;
 	struct cuflag_msg_stats_reply st0, st1;
@@ -137,9 +137,9 @@ static void test_idle(void)
 	printf("idle: %.3f ms CPU per second with 4 clients x 16 slots connected\n", ms_per_s);
 	CHECK(ms_per_s < 10.0);
 	/* Parked, and the next arm is served at once. */
-	t0 = now_ns();
+	t0 = cuflag_now_ns();
 	cycle(s[3][15]);
-	t1 = now_ns();
+	t1 = cuflag_now_ns();
 	daemon_stats(&d, &st1);
 	CHECK(st1.parks >= st0.parks);
 	printf("idle: first completion after parking took %.1f us\n", (double)(t1 - t0) / 1e3);
@@ -148,7 +148,7 @@ static void test_idle(void)
 	CHECK(daemon_stop(&d) == 0);
 }
 
-static void test_no_lost_wakeup(void)
+TEST(no_lost_wakeup)
 {
 	const char *args[] = { "--spin-us", "0", NULL };
 	struct cuflag_msg_stats_reply st;
@@ -156,7 +156,7 @@ static void test_no_lost_wakeup(void)
 	cuflag_client *c;
 	cuflag_slot *s;
 	const int cycles = 100000;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = cuflag_now_ns();
 
 	daemon_start(&d, 0, args);
 	CHECK_RC(cuflag_connect(d.sock, &c));
@@ -170,7 +170,7 @@ static void test_no_lost_wakeup(void)
 	}
 	daemon_stats(&d, &st);
 	fprintf(stderr, "no-lost-wakeup: %d cycles in %.2f s, scanner parked %llu times\n",
-		cycles, (double)(now_ns() - t0) / 1e9, (unsigned long long)st.parks);
+		cycles, (double)(cuflag_now_ns() - t0) / 1e9, (unsigned long long)st.parks);
 	/* The scanner really parked between cycles (not always: a cycle can be
 	 * quicker than its way to the park). */
 	CHECK(st.parks >= (uint64_t)cycles / 4);
@@ -179,7 +179,7 @@ static void test_no_lost_wakeup(void)
 }
 
 /* A waiter whose daemon goes away still sees its value land. */
-static void test_daemon_gone(void)
+TEST(daemon_gone)
 {
 	struct daemon_proc d;
 	cuflag_client *c;
@@ -205,17 +205,14 @@ static void test_daemon_gone(void)
 	rmdir(d.dir);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	int fds = self_fd_count();
+	const struct test_env env = { 0 }; /* each test starts a daemon of its own */
+	int rc;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-
-	test_sigkill_reclaims();
-	test_idle();
-	test_no_lost_wakeup();
-	test_daemon_gone();
-	CHECK(self_fd_count() == fds);
-	printf("lifecycle: ok\n");
-	return 0;
+	rc = test_run(&env, argc, argv);
+	if (rc == 0)
+		printf("lifecycle: ok\n");
+	return rc;
 }

@@ -28,11 +28,11 @@ static int none_pending(void *arg)
 static double store_to_wake_us(cuflag_slot *s, uint32_t t)
 {
 	struct pollfd p = { .fd = cuflag_slot_fd(s), .events = POLLIN };
-	uint64_t t0 = now_ns();
+	uint64_t t0 = cuflag_now_ns();
 
 	sim_store(cuflag_slot_flag(s), t);
 	CHECK(poll(&p, 1, 2000) == 1);
-	return (double)(now_ns() - t0) / 1e3;
+	return (double)(cuflag_now_ns() - t0) / 1e3;
 }
 
 /*

@@ -14,16 +14,15 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "call.h"
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
-#include "fdpass.h"
-#include "harness.h"
-#include "proto.h"
+#include "fd-util.h"
+#include "test-runner.h"
+#include "unix-socket.h"
 
 /* Completions in the eventfd, waiting up to ms for the first. */
 static uint64_t drain(cuflag_slot *s, int ms)
@@ -57,7 +56,6 @@ static void scenario(int kill_it)
 	cuflag_slot *s[6];
 	uint32_t t[6], t3b;
 	uint64_t epoch_a;
-	int fds_before = self_fd_count();
 
 	daemon_start(&a, 0, NULL);
 	CHECK_RC(cuflag_connect(a.sock, &c));
@@ -117,9 +115,18 @@ static void scenario(int kill_it)
 	CHECK(t3b == t[3] + 2);
 	cuflag_disconnect(c);
 	CHECK(daemon_stop(&b) == 0);
-	CHECK(self_fd_count() == fds_before);
 	printf("restart (%s): every completion counted once across the restart\n",
 	       kill_it ? "SIGKILL" : "SIGTERM");
+}
+
+TEST(restart_after_sigterm)
+{
+	scenario(0);
+}
+
+TEST(restart_after_sigkill)
+{
+	scenario(1);
 }
 
 /* ---- what the new daemon must refuse ---- */
@@ -141,74 +148,83 @@ static int wait_until_fds(const struct daemon_proc *d, int fds)
 	return wait_until(fds_are, &w, 5000);
 }
 
-static int raw_connect(const char *path)
+/* One request on sock, its reply in a static buffer: the reply's status. */
+static int raw_call(int sock, struct cuflag_call *call)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	return fd;
-}
-
-/* Send one request, return the reply's status; received fds go to fds. */
-static int raw_request(int sock, uint16_t type, const void *body, uint32_t blen, const int *sfds,
-		       unsigned snfds, int *fds, unsigned max_fds, void *out, size_t out_len)
-{
+	static uint8_t buf[CUFLAG_MSG_MAX];
 	static uint32_t id;
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_msg_hdr h;
-	const char *why;
-	unsigned nfds = 0;
-	ssize_t n;
+	int rc;
 
-	cuflag_hdr_init(&h, type, (uint32_t)sizeof(h) + blen, ++id, 0, (uint16_t)snfds);
-	memcpy(buf, &h, sizeof(h));
-	memcpy(buf + sizeof(h), body, blen);
-	CHECK_RC(cuflag_send_msg(sock, buf, sizeof(h) + blen, sfds, snfds, 0));
-	n = cuflag_recv_msg(sock, buf, sizeof(buf), fds, max_fds, &nfds, 0);
-	CHECK(n > 0);
-	CHECK_RC(cuflag_reply_check(buf, (size_t)n, nfds, type, id, &why));
-	memcpy(&h, buf, sizeof(h));
-	if (out && h.status == 0)
-		memcpy(out, buf + sizeof(h), out_len);
-	return h.status;
-}
-
-static int resume_with(int sock, int region, int wake, uint32_t slots)
-{
-	struct cuflag_msg_resume m = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION,
-				       .slots = slots };
-	int give[2] = { region, wake }, got = -1;
-	int rc = raw_request(sock, CUFLAG_MSG_RESUME, &m, sizeof(m), give, 2, &got, 1, NULL, 0);
-
-	if (got >= 0)
-		close(got);
+	call->id = ++id;
+	call->reply = buf;
+	rc = cuflag_call(sock, call);
+	CHECK_MSG(call->reply_len > 0, "no reply, or a malformed one (%d: %s)", rc,
+		  call->why ? call->why : "-");
 	return rc;
 }
 
-static void test_refusals(void)
+/* ATTACH a region with a wake fd, announcing slots to adopt. */
+static int attach_with(int sock, int region, int wake, uint32_t slots)
+{
+	struct cuflag_msg_attach m = { .slots = slots };
+	int give[2] = { region, wake }, got = -1;
+	struct cuflag_call call = { .type = CUFLAG_MSG_ATTACH, .body = &m, .blen = sizeof(m),
+				    .fds = give, .nfds = 2, .reply_fds = &got, .max_fds = 1 };
+	int rc = raw_call(sock, &call);
+
+	safe_close(got);
+	return rc;
+}
+
+/* A connection that has said HELLO; the reply in *hr. */
+static int hello_on(const char *path, struct cuflag_msg_hello_reply *hr)
+{
+	struct cuflag_msg_hello hello = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
+	int sock = cuflag_unix_connect(path, 0), dp = -1;
+	struct cuflag_call hc = { .type = CUFLAG_MSG_HELLO, .body = &hello, .blen = sizeof(hello),
+				  .reply_fds = &dp, .max_fds = 1 };
+
+	CHECK(sock >= 0);
+	CHECK(raw_call(sock, &hc) == 0);
+	memcpy(hr, cuflag_call_body(&hc), sizeof(*hr));
+	safe_close(dp);
+	return sock;
+}
+
+/* ADOPT of one slot id with the eventfd efd: the reply's status. */
+static int adopt_one(int sock, uint32_t id, int efd)
+{
+	struct cuflag_msg_adopt ad = { .count = 1, .ids = { id } };
+	struct cuflag_call call = { .type = CUFLAG_MSG_ADOPT, .body = &ad,
+				    .blen = (uint32_t)cuflag_id_batch_len(1), .fds = &efd,
+				    .nfds = 1 };
+
+	return raw_call(sock, &call);
+}
+
+TEST(refusals)
 {
 	const char *args[] = { "--slots-per-client", "16", NULL };
-	struct cuflag_msg_hello hello = { .version_min = 1, .version_max = CUFLAG_PROTO_VERSION };
 	struct cuflag_msg_hello_reply hr;
 	struct cuflag_msg_alloc al = { .count = 1 };
 	struct daemon_proc a, b;
-	int fds[4], p[2], sock, efd, base, memfd, region, rc;
+	int p[2], sock, sock2, efd, base, memfd, sparse, region, rc;
 
 	daemon_start(&a, 0, args);
-	/* A real region to offer: HELLO by hand, keep what comes back. */
-	sock = raw_connect(a.sock);
-	CHECK(raw_request(sock, CUFLAG_MSG_HELLO, &hello, sizeof(hello), NULL, 0, fds, 3, &hr,
-			  sizeof(hr)) == 0);
-	region = fds[0];
-	close(fds[1]);
-	efd = fds[2];
+	/* A real region, made and attached by hand, with one slot. */
+	sock = hello_on(a.sock, &hr);
+	region = make_client_region(&hr);
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	CHECK(attach_with(sock, region, efd, 0) == 0);
 	{
-		uint8_t rep[CUFLAG_MSG_MAX];
 		int sfd = -1;
-		CHECK(raw_request(sock, CUFLAG_MSG_ALLOC, &al, sizeof(al), NULL, 0, &sfd, 1, rep,
-				  sizeof(rep) - 16) == 0);
+		struct cuflag_call ac = { .type = CUFLAG_MSG_ALLOC, .body = &al, .blen = sizeof(al),
+					  .reply_fds = &sfd, .max_fds = 1 };
+		/* A second connection may not attach a region a live one holds. */
+		sock2 = hello_on(a.sock, &hr);
+		CHECK(attach_with(sock2, region, efd, 0) == -EBUSY);
+		close(sock2);
+		CHECK(raw_call(sock, &ac) == 0);
 		close(sfd);
 	}
 	close(sock);
@@ -219,45 +235,48 @@ static void test_refusals(void)
 	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	memfd = memfd_create("not-sealed", MFD_CLOEXEC);
 	CHECK(memfd >= 0 && ftruncate(memfd, (off_t)hr.region_size) == 0);
+	sparse = memfd_create("sparse", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	CHECK(sparse >= 0 && ftruncate(sparse, (off_t)hr.region_size) == 0);
+	CHECK(fcntl(sparse, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
 
-	sock = raw_connect(b.sock);
-	CHECK(resume_with(sock, p[0], efd, 0) == -EINVAL);       /* a pipe */
-	CHECK(resume_with(sock, memfd, efd, 0) == -EINVAL);      /* not sealed */
-	CHECK(resume_with(sock, region, p[1], 0) == -EBADF);     /* wake not an eventfd */
-	CHECK(resume_with(sock, region, efd, 17) == -EINVAL);    /* more slots than it has */
-	CHECK(resume_with(sock, region, efd, 2) == 0);           /* this one is right */
+	sock = hello_on(b.sock, &hr);
+	CHECK(attach_with(sock, p[0], efd, 0) == -EINVAL);       /* a pipe */
+	CHECK(attach_with(sock, memfd, efd, 0) == -EINVAL);      /* not sealed */
+	CHECK(attach_with(sock, sparse, efd, 0) == -EINVAL);     /* pages not allocated */
+	CHECK(attach_with(sock, region, p[1], 0) == -EBADF);     /* wake not an eventfd */
+	CHECK(attach_with(sock, region, efd, 17) == -EINVAL);    /* more slots than it has */
+	CHECK(attach_with(sock, region, efd, 2) == 0);           /* this one is right */
 	{
-		struct cuflag_msg_adopt ad = { .count = 1, .ids = { 99 } };
 		int e2 = eventfd(0, EFD_CLOEXEC);
-		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &e2, 1, NULL, 0, NULL, 0) ==
-		      -EINVAL); /* out of range */
-		ad.ids[0] = 0;
-		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &p[0], 1, NULL, 0, NULL, 0) ==
-		      -EBADF); /* not an eventfd */
-		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &e2, 1, NULL, 0, NULL, 0) == 0);
-		CHECK(raw_request(sock, CUFLAG_MSG_ADOPT, &ad, 12, &e2, 1, NULL, 0, NULL, 0) ==
-		      -EINVAL); /* twice */
+		CHECK(adopt_one(sock, 99, e2) == -EINVAL);   /* out of range */
+		CHECK(adopt_one(sock, 0, p[0]) == -EBADF);   /* not an eventfd */
+		CHECK(adopt_one(sock, 0, e2) == 0);
+		CHECK(adopt_one(sock, 0, e2) == -EINVAL);    /* twice */
 		close(e2);
 	}
-	rc = resume_with(sock, region, efd, 0); /* a second RESUME is a protocol error */
+	rc = attach_with(sock, region, efd, 0); /* a second ATTACH is a protocol error */
 	CHECK(rc == -EPROTO);
 	close(sock);
 	close(p[0]);
 	close(p[1]);
 	close(memfd);
+	close(sparse);
 	close(region);
 	close(efd);
 	CHECK(wait_until_fds(&b, base));
 	CHECK(daemon_stop(&b) == 0);
-	printf("restart: a pipe, an unsealed memfd, a wrong wake fd, bad ADOPTs refused\n");
+	printf("restart: a pipe, an unsealed or sparse memfd, a held region, a wrong wake fd, "
+	       "bad ADOPTs refused\n");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	const struct test_env env = { 0 }; /* each test starts its daemons */
+	int rc;
+
 	setvbuf(stdout, NULL, _IONBF, 0);
-	scenario(0);
-	scenario(1);
-	test_refusals();
-	printf("restart: ok\n");
-	return 0;
+	rc = test_run(&env, argc, argv);
+	if (rc == 0)
+		printf("restart: ok\n");
+	return rc;
 }

@@ -31,26 +31,12 @@ static int run_to_exit(const char *sock)
 	}
 	for (int i = 0; i < 5000; i++) {
 		if (waitpid(p, &st, WNOHANG) == p)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+			return cuflag_exit_code(st);
 		usleep(1000);
 	}
 	kill(p, SIGKILL);
 	waitpid(p, &st, 0);
 	return -1; /* still running: it took the socket */
-}
-
-static void serves(const char *sock)
-{
-	cuflag_client *c;
-	cuflag_slot *s;
-	uint32_t t;
-
-	CHECK_RC(cuflag_connect(sock, &c));
-	CHECK_RC(cuflag_slot_acquire(c, &s));
-	CHECK_RC(cuflag_slot_arm(s, &t));
-	sim_store(cuflag_slot_flag(s), t);
-	CHECK_RC(cuflag_slot_wait(s, t, 2000));
-	cuflag_disconnect(c);
 }
 
 int main(void)
@@ -67,14 +53,14 @@ int main(void)
 
 	/* A second daemon on a live socket refuses and leaves it working. */
 	CHECK(run_to_exit(a.sock) > 0);
-	serves(a.sock);
+	check_serves(a.sock);
 
 	/* Killed, the daemon leaves its socket file: the next one replaces it. */
 	kill(a.pid, SIGKILL);
 	CHECK(waitpid(a.pid, NULL, 0) == a.pid);
 	CHECK(stat(a.sock, &st) == 0 && S_ISSOCK(st.st_mode));
 	daemon_start_at(&b, a.dir, a.sock, 0, NULL);
-	serves(b.sock);
+	check_serves(b.sock);
 	CHECK(daemon_stop_keep_dir(&b) == 0);
 	/* A clean stop removes the socket file. */
 	CHECK(stat(b.sock, &st) < 0 && errno == ENOENT);

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cuflag/cuflag.h"
-#include "harness.h"
+#include "test-runner.h"
 
 #define PROCS 8
 #define SLOTS 64
@@ -125,10 +125,10 @@ static int child_main(const char *sock, unsigned seed)
 	return 0;
 }
 
-static void test_processes(const struct daemon_proc *d)
+static void processes_on(const struct daemon_proc *d)
 {
 	pid_t pids[PROCS];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = cuflag_now_ns();
 
 	for (int p = 0; p < PROCS; p++) {
 		pids[p] = fork();
@@ -144,7 +144,7 @@ static void test_processes(const struct daemon_proc *d)
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
 	printf("stress: %d processes x %d slots x %d completions in %.2f s\n", PROCS, SLOTS,
-	       COMPLETIONS, (double)(now_ns() - t0) / 1e9);
+	       COMPLETIONS, (double)(cuflag_now_ns() - t0) / 1e9);
 }
 
 /* ---- several threads on one slot ---- */
@@ -187,7 +187,7 @@ static void *device(void *arg)
 	return NULL;
 }
 
-static void test_threads_one_slot(cuflag_client *c)
+static void threads_one_slot_on(cuflag_client *c)
 {
 	pthread_t th[THREADS], dev;
 	uint64_t total = 0;
@@ -202,12 +202,9 @@ static void test_threads_one_slot(cuflag_client *c)
 		struct pollfd p = { .fd = cuflag_slot_fd(shared_slot), .events = POLLIN };
 		uint64_t v;
 		int rc;
-		if (poll(&p, 1, 10000) != 1) {
-			fprintf(stderr, "no signal: total %llu flag %u start %u reserved %u\n",
-				(unsigned long long)total, *cuflag_slot_flag(shared_slot),
-				shared_start, atomic_load(&reserved_count));
-			abort();
-		}
+		CHECK_MSG(poll(&p, 1, 10000) == 1, "no signal: total %llu flag %u start %u reserved %u",
+			  (unsigned long long)total, *cuflag_slot_flag(shared_slot), shared_start,
+			  atomic_load(&reserved_count));
 		rc = cuflag_slot_consume(shared_slot, &v);
 		if (rc == 0)
 			total += v;
@@ -244,7 +241,7 @@ static int four_arms(void *arg)
 	return atomic_load(&queue_arms) >= 4;
 }
 
-static void test_full_queue(void)
+TEST(full_queue)
 {
 	const char *args[] = { "--queue-size", "4", "--test-hooks", NULL };
 	struct daemon_proc d;
@@ -279,18 +276,31 @@ static void test_full_queue(void)
 	CHECK(daemon_stop(&d) == 0);
 }
 
-int main(void)
-{
-	struct daemon_proc d;
-	cuflag_client *c;
+/* The daemon and the client the first two tests share. */
+static struct daemon_proc main_daemon;
+static cuflag_client *main_client;
 
-	daemon_start(&d, 0, NULL);
-	test_processes(&d);
-	CHECK_RC(cuflag_connect(d.sock, &c));
-	test_threads_one_slot(c);
-	cuflag_disconnect(c);
-	CHECK(daemon_stop(&d) == 0);
-	test_full_queue();
-	printf("stress: ok\n");
-	return 0;
+TEST(processes)
+{
+	processes_on(&main_daemon);
+}
+
+TEST(threads_one_slot)
+{
+	threads_one_slot_on(main_client);
+}
+
+int main(int argc, char **argv)
+{
+	const struct test_env env = { .daemon = &main_daemon };
+	int rc;
+
+	daemon_start(&main_daemon, 0, NULL);
+	CHECK_RC(cuflag_connect(main_daemon.sock, &main_client));
+	rc = test_run(&env, argc, argv);
+	cuflag_disconnect(main_client);
+	CHECK(daemon_stop(&main_daemon) == 0);
+	if (rc == 0)
+		printf("stress: ok\n");
+	return rc;
 }

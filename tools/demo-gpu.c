@@ -48,7 +48,7 @@ static void *opener(void *arg)
 		while (!(v = atomic_exchange(&g->go, 0)))
 			usleep(5);
 		usleep(50);
-		atomic_store(&g->t0, demo_now_ns());
+		atomic_store(&g->t0, cuflag_now_ns());
 		__atomic_store_n(g->word, v, __ATOMIC_RELEASE);
 	}
 	return NULL;
@@ -85,7 +85,7 @@ int demo_gpu(cuflag_client *c, const struct demo_opts *o, struct demo_result *r)
 		return rc;
 
 	/* Throughput: a kernel then the flag write, on every stream. */
-	t0 = demo_now_ns();
+	t0 = cuflag_now_ns();
 	pthread_create(&cnt, NULL, counter, &k);
 	for (unsigned j = 0; j < o->completions && !rc; j++)
 		for (unsigned i = 0; i < n && !rc; i++) {
@@ -96,7 +96,7 @@ int demo_gpu(cuflag_client *c, const struct demo_opts *o, struct demo_result *r)
 				rc = cuflag_cuda_signal(k.s[i], st[i], &t);
 		}
 	pthread_join(cnt, NULL);
-	r->seconds = (double)(demo_now_ns() - t0) / 1e9;
+	r->seconds = (double)(cuflag_now_ns() - t0) / 1e9;
 	r->completions = (uint64_t)n * o->completions;
 	if (rc || (rc = k.rc))
 		return rc;
@@ -126,7 +126,7 @@ int demo_gpu(cuflag_client *c, const struct demo_opts *o, struct demo_result *r)
 			rc = -ETIMEDOUT;
 			break;
 		}
-		r->lat_us[r->nlat++] = (double)(demo_now_ns() - atomic_load(&g.t0)) / 1e3;
+		r->lat_us[r->nlat++] = (double)(cuflag_now_ns() - atomic_load(&g.t0)) / 1e3;
 		rc = cuflag_slot_consume(k.s[0], &cnt_n);
 	}
 	if (rc)

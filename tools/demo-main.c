@@ -17,13 +17,6 @@
 
 #include "demo.h"
 
-uint64_t demo_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int demo_count(cuflag_slot **s, unsigned n, uint64_t want)
 {
 	uint64_t *got = calloc(n, sizeof(*got)), total = 0;

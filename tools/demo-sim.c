@@ -58,7 +58,7 @@ static void *store_late(void *arg)
 		while (!(t = atomic_exchange(&l->go, 0)))
 			usleep(5);
 		usleep(50); /* the waiter is asleep in poll by now */
-		atomic_store(&l->t0, demo_now_ns());
+		atomic_store(&l->t0, cuflag_now_ns());
 		__atomic_store_n(cuflag_slot_flag(l->s), t, __ATOMIC_RELEASE);
 	}
 	return NULL;
@@ -86,7 +86,7 @@ int demo_sim(cuflag_client *c, const struct demo_opts *o, struct demo_result *r)
 		sm.start[i] = *cuflag_slot_flag(sm.s[i]);
 
 	/* Throughput: arm everything while the device completes behind us. */
-	t0 = demo_now_ns();
+	t0 = cuflag_now_ns();
 	pthread_create(&cnt, NULL, counter, &sm);
 	pthread_create(&dev, NULL, device, &sm);
 	for (uint32_t k = 1; k <= sm.per_slot && !rc; k++)
@@ -97,7 +97,7 @@ int demo_sim(cuflag_client *c, const struct demo_opts *o, struct demo_result *r)
 		}
 	pthread_join(dev, NULL);
 	pthread_join(cnt, NULL);
-	r->seconds = (double)(demo_now_ns() - t0) / 1e9;
+	r->seconds = (double)(cuflag_now_ns() - t0) / 1e9;
 	r->completions = (uint64_t)sm.n * sm.per_slot;
 	if (rc || (rc = sm.failed))
 		goto out;
@@ -117,7 +117,7 @@ int demo_sim(cuflag_client *c, const struct demo_opts *o, struct demo_result *r)
 			rc = -ETIMEDOUT;
 			break;
 		}
-		r->lat_us[r->nlat++] = (double)(demo_now_ns() - atomic_load(&l.t0)) / 1e3;
+		r->lat_us[r->nlat++] = (double)(cuflag_now_ns() - atomic_load(&l.t0)) / 1e3;
 		rc = cuflag_slot_consume(l.s, &n);
 	}
 	if (rc) /* let the storing thread finish its loop */

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "clock.h"
 #include "cuflag/cuflag.h"
 
 struct demo_result {
@@ -22,7 +23,6 @@ struct demo_opts {
 	unsigned samples;      /* latency samples */
 };
 
-uint64_t demo_now_ns(void);
 
 /* Count want completions on each of n slots through their eventfds (exact). */
 int demo_count(cuflag_slot **s, unsigned n, uint64_t want);

@@ -71,7 +71,7 @@ class RestartTest(unittest.TestCase):
 
         self.assertFalse(self.client.daemon_gone)
         self.assertNotEqual(self.client.epoch, epoch)
-        self.assertNotEqual(self.client.fd, old_fd)
+        self.assertEqual(self.client.fd, old_fd)  # the number stays; the connection is new
         self.assertFalse(hung_up(self.client.fd))
         self.assertEqual((s1.id, s2.id), ids)
         self.assertEqual((s1.fd, s2.fd), fds)
@@ -139,7 +139,7 @@ class RestartTest(unittest.TestCase):
             self.client.reconnect()
             self.assertIs(self.client._hangup_watches.get(loop), watch)
             self.assertEqual(watch.fd, self.client.fd)
-            self.assertNotEqual(self.client.fd, old_fd)
+            self.assertEqual(self.client.fd, old_fd)  # the number stays; the connection is new
             await asyncio.sleep(0.01)
             self.assertFalse(waiter.done())
             self.assertFalse(self.client._gone)  # the new fd did not hang up

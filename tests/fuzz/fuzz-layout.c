@@ -39,16 +39,16 @@ static void accepted(const struct cuflag_region_layout *l, uint64_t mapped, uint
 	};
 	unsigned n = sizeof(p) / sizeof(p[0]);
 
-	FUZZ_CHECK(l->size == mapped);
-	FUZZ_CHECK(is_pow2_64(page) && l->size % page == 0);
-	FUZZ_CHECK(l->nslots > 0 && is_pow2_64(l->queue_cap));
-	FUZZ_CHECK(l->flags_off % page == 0);
+	CHECK(l->size == mapped);
+	CHECK(is_pow2_64(page) && l->size % page == 0);
+	CHECK(l->nslots > 0 && is_pow2_64(l->queue_cap));
+	CHECK(l->flags_off % page == 0);
 	for (unsigned i = 0; i < n; i++) {
 		/* Offsets are 32-bit and lengths at most 2^35: no sum wraps. */
-		FUZZ_CHECK(p[i].len > 0);
-		FUZZ_CHECK(p[i].off + p[i].len <= l->size);
+		CHECK(p[i].len > 0);
+		CHECK(p[i].off + p[i].len <= l->size);
 		for (unsigned j = 0; j < i; j++)
-			FUZZ_CHECK(p[i].off + p[i].len <= p[j].off ||
+			CHECK(p[i].off + p[i].len <= p[j].off ||
 				   p[j].off + p[j].len <= p[i].off);
 	}
 }
@@ -89,18 +89,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc == 0)
 		accepted(&l, mapped, page);
 	else
-		FUZZ_CHECK(reason != NULL && reason[0] != 0);
+		CHECK(reason != NULL && reason[0] != 0);
 
 	/* What make builds, check accepts, for the size make chose. */
 	if (cuflag_region_layout_make(&made, l.nslots, l.queue_cap, page) == 0) {
 		reason = NULL;
 		rc = cuflag_region_layout_check(&made, made.size, page, &reason);
-		if (rc) {
-			fprintf(stderr, "layout_make's layout refused: %s\n", reason);
-			abort();
-		}
+		CHECK_MSG(rc == 0, "layout_make's layout refused: %s", reason);
 		accepted(&made, made.size, page);
-		FUZZ_CHECK(made.nslots == l.nslots && made.queue_cap == l.queue_cap);
+		CHECK(made.nslots == l.nslots && made.queue_cap == l.queue_cap);
 	}
 	return 0;
 }

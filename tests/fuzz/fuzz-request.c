@@ -26,39 +26,39 @@ static void accepted_request(const uint8_t *m, size_t len, unsigned nfds)
 	struct cuflag_msg_hdr h;
 	size_t blen;
 
-	FUZZ_CHECK(len >= sizeof(h) && len <= CUFLAG_MSG_MAX);
+	CHECK(len >= sizeof(h) && len <= CUFLAG_MSG_MAX);
 	memcpy(&h, m, sizeof(h));
 	blen = len - sizeof(h);
-	FUZZ_CHECK(h.len == len && h.nfds == nfds && h.status == 0);
+	CHECK(h.len == len && h.nfds == nfds && h.status == 0);
 	switch (h.type) {
 	case CUFLAG_MSG_HELLO:
-		FUZZ_CHECK(blen == sizeof(struct cuflag_msg_hello) && nfds == 0);
-		FUZZ_CHECK(rd32(m + 16) <= rd32(m + 20)); /* version_min <= version_max */
-		FUZZ_CHECK(rd32(m + 24) == 0 && rd32(m + 28) == 0);
+		CHECK(blen == sizeof(struct cuflag_msg_hello) && nfds == 0);
+		CHECK(rd32(m + 16) <= rd32(m + 20)); /* version_min <= version_max */
+		CHECK(rd32(m + 24) == 0 && rd32(m + 28) == 0);
 		break;
 	case CUFLAG_MSG_ALLOC:
-		FUZZ_CHECK(blen == sizeof(struct cuflag_msg_alloc) && nfds == 0);
-		FUZZ_CHECK(rd32(m + 16) >= 1 && rd32(m + 16) <= CUFLAG_BATCH_MAX);
-		FUZZ_CHECK(rd32(m + 20) == 0);
+		CHECK(blen == sizeof(struct cuflag_msg_alloc) && nfds == 0);
+		CHECK(rd32(m + 16) >= 1 && rd32(m + 16) <= CUFLAG_BATCH_MAX);
+		CHECK(rd32(m + 20) == 0);
 		break;
 	case CUFLAG_MSG_FREE: {
-		FUZZ_CHECK(blen >= 8 && nfds == 0);
+		CHECK(blen >= 8 && nfds == 0);
 		uint32_t count = rd32(m + 16);
-		FUZZ_CHECK(count >= 1 && count <= CUFLAG_BATCH_MAX && rd32(m + 20) == 0);
+		CHECK(count >= 1 && count <= CUFLAG_BATCH_MAX && rd32(m + 20) == 0);
 		/* The daemon copies count ids from the body: they must all be there. */
-		FUZZ_CHECK(blen == 8 + (size_t)count * 4);
+		CHECK(blen == cuflag_id_batch_len(count));
 		break;
 	}
 	case CUFLAG_MSG_BIND:
-		FUZZ_CHECK(blen == sizeof(struct cuflag_msg_bind) && nfds == 1);
-		FUZZ_CHECK(rd32(m + 20) == 0);
+		CHECK(blen == sizeof(struct cuflag_msg_bind) && nfds == 1);
+		CHECK(rd32(m + 20) == 0);
 		break;
 	case CUFLAG_MSG_STATS:
 	case CUFLAG_MSG_CLIENTS:
-		FUZZ_CHECK(blen == 0 && nfds == 0);
+		CHECK(blen == 0 && nfds == 0);
 		break;
 	default:
-		FUZZ_CHECK(!"accepted an unknown request type");
+		CHECK(!"accepted an unknown request type");
 	}
 }
 
@@ -68,31 +68,31 @@ static void accepted_reply(const uint8_t *m, size_t len, unsigned nfds, uint16_t
 	struct cuflag_msg_hdr h;
 	size_t blen;
 
-	FUZZ_CHECK(len >= sizeof(h) && len <= CUFLAG_MSG_MAX);
+	CHECK(len >= sizeof(h) && len <= CUFLAG_MSG_MAX);
 	memcpy(&h, m, sizeof(h));
 	blen = len - sizeof(h);
-	FUZZ_CHECK(h.len == len && h.nfds == nfds);
-	FUZZ_CHECK(h.type == (type | CUFLAG_MSG_REPLY) && h.req_id == id && h.status <= 0);
+	CHECK(h.len == len && h.nfds == nfds);
+	CHECK(h.type == (type | CUFLAG_MSG_REPLY) && h.req_id == id && h.status <= 0);
 	if (h.status < 0) {
-		FUZZ_CHECK(nfds == 0 && blen <= CUFLAG_REASON_MAX);
+		CHECK(nfds == 0 && blen <= CUFLAG_REASON_MAX);
 		return;
 	}
 	if (type == CUFLAG_MSG_ALLOC) {
 		/* The library copies count grants and takes count fds. */
 		uint32_t count = rd32(m + 16);
-		FUZZ_CHECK(count >= 1 && count <= CUFLAG_BATCH_MAX && nfds == count);
-		FUZZ_CHECK(blen == 8 + (size_t)count * sizeof(struct cuflag_slot_grant));
+		CHECK(count >= 1 && count <= CUFLAG_BATCH_MAX && nfds == count);
+		CHECK(blen == cuflag_alloc_reply_len(count));
 	} else if (type == CUFLAG_MSG_HELLO) {
-		FUZZ_CHECK(blen == sizeof(struct cuflag_msg_hello_reply) && nfds == 3);
+		CHECK(blen == sizeof(struct cuflag_msg_hello_reply) && nfds == 3);
 	} else {
-		FUZZ_CHECK(nfds == 0);
+		CHECK(nfds == 0);
 	}
 }
 
 static void refused(int rc, const char *reason)
 {
-	FUZZ_CHECK(rc == -EPROTO || rc == -EBADMSG || rc == -EINVAL);
-	FUZZ_CHECK(reason != NULL && reason[0] != 0 && strlen(reason) < CUFLAG_REASON_MAX);
+	CHECK(rc == -EPROTO || rc == -EBADMSG || rc == -EINVAL);
+	CHECK(reason != NULL && reason[0] != 0 && strlen(reason) < CUFLAG_REASON_MAX);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -109,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	len = size - 1;
 	/* An exact copy: reading one byte past the message is an error ASan sees. */
 	m = malloc(len ? len : 1);
-	FUZZ_CHECK(m != NULL);
+	CHECK(m != NULL);
 	memcpy(m, data, len);
 
 	rc = cuflag_request_check(m, len, nfds, &reason);

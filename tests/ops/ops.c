@@ -41,7 +41,7 @@ void notify_close(struct notify_listener *n)
 /* Time left until end_ns, in ms for poll(2); 0 once past. */
 static int ms_left(uint64_t end_ns)
 {
-	uint64_t now = now_ns();
+	uint64_t now = cuflag_now_ns();
 	return now >= end_ns ? 0 : (int)((end_ns - now + 999999u) / 1000000u);
 }
 
@@ -76,7 +76,7 @@ static int has_line(const char *msg, const char *prefix, int whole)
 int notify_wait_for(struct notify_listener *n, const char *prefix, char *buf, size_t cap,
 		    int timeout_ms)
 {
-	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t end = cuflag_now_ns() + (uint64_t)timeout_ms * 1000000u;
 
 	while (next_datagram(n, buf, cap, end))
 		if (has_line(buf, prefix, 0))
@@ -86,7 +86,7 @@ int notify_wait_for(struct notify_listener *n, const char *prefix, char *buf, si
 
 int notify_count(struct notify_listener *n, const char *line, int ms)
 {
-	uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
+	uint64_t end = cuflag_now_ns() + (uint64_t)ms * 1000000u;
 	char buf[512];
 	int count = 0;
 
@@ -125,7 +125,7 @@ void child_start(struct child *c, const char *const *argv, const char *const *en
 
 int child_log_wait(struct child *c, const char *text, int timeout_ms)
 {
-	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t end = cuflag_now_ns() + (uint64_t)timeout_ms * 1000000u;
 
 	for (;;) {
 		struct pollfd p = { .fd = c->log_fd, .events = POLLIN };
@@ -152,5 +152,5 @@ int child_stop(struct child *c)
 	/* Keep what it said last, for the test's own messages. */
 	child_log_wait(c, "\x01", 0);
 	close(c->log_fd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return cuflag_exit_code(st);
 }

@@ -8,28 +8,23 @@
  */
 #include <poll.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "cuflag/cuflag.h"
+#include "fd-util.h"
 #include "ops.h"
+#include "unix-socket.h"
 
 static const char *sock_path;
 
 /* The activator runs cuflagd at the first connection: this is it. */
 static int probe(void *arg)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	int ok;
+	int fd = cuflag_unix_connect(sock_path, 0);
 
 	(void)arg;
-	CHECK(fd >= 0);
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock_path);
-	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok;
+	safe_close(fd);
+	return fd >= 0;
 }
 
 int main(void)
@@ -60,8 +55,7 @@ int main(void)
 	CHECK(wait_until(probe, NULL, 5000));
 	if (!notify_wait_for(&n, "READY=1", msg, sizeof(msg), 5000)) {
 		child_log_wait(&proc, "\x01", 0);
-		fprintf(stderr, "no READY=1; output:\n%s\n", proc.log);
-		abort();
+		CHECK_FAIL("no READY=1; output:\n%s", proc.log);
 	}
 	CHECK(child_log_wait(&proc, "using the socket passed by the service manager", 1000));
 

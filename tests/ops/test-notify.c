@@ -37,8 +37,7 @@ static void start(struct daemon *d, struct notify_listener *n, const char *const
 	child_start(&d->proc, argv, env, watchdog_pid);
 	if (!notify_wait_for(n, "READY=1", msg, sizeof(msg), 5000)) {
 		child_log_wait(&d->proc, "\x01", 0);
-		fprintf(stderr, "no READY=1; daemon said:\n%s\n", d->proc.log);
-		abort();
+		CHECK_FAIL("no READY=1; daemon said:\n%s", d->proc.log);
 	}
 }
 

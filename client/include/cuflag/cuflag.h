@@ -22,6 +22,17 @@
  * cuflag_disconnect() there free only the child's copies and leave the
  * parent's slots alone. The getters (fds, flag, id, epoch) still answer.
  * A child connects anew to get slots of its own.
+ *
+ * When the daemon restarts (an upgrade, a crash, the watchdog), the client
+ * resumes by itself: the first call that finds the daemon gone connects to
+ * the daemon that listens now on the same socket and hands it this client's
+ * region and slots, while other threads go on. Slots keep their ids, flags
+ * and eventfds, so an event loop's registrations stay valid; arms made while
+ * no daemon runs wait in the region's queue for the next one; waits keep
+ * looking at the flags; cuflag_slot_consume() counts every completion exactly
+ * once across any restart, SIGKILL included. Only cuflag_client_fd() changes
+ * (see there). Resuming needs a daemon with the same region layout (the same
+ * --slots-per-client and --queue-size) and --slab memfd.
  */
 #ifndef CUFLAG_CUFLAG_H
 #define CUFLAG_CUFLAG_H
@@ -47,6 +58,9 @@ typedef struct cuflag_slot cuflag_slot;
 #define CUFLAG_SOCKET_ENV "CUFLAG_SOCKET"
 /** The socket cuflagd listens on when started by systemd. */
 #define CUFLAG_DEFAULT_SOCKET "/run/cuflagd/cuflagd.sock"
+/** How long a call that needs the daemon waits for it to come back after a
+ *  restart, by default (cuflag_client_set_resume_timeout()). */
+#define CUFLAG_RESUME_TIMEOUT_MS 30000
 
 /**
  * cuflag_connect() - connect to cuflagd and map this client's region.
@@ -61,8 +75,12 @@ typedef struct cuflag_slot cuflag_slot;
  * client limits are reached), -EBUSY (clients of this user made the daemon's
  * eventfd writes block three times within a minute of each other: the user's
  * new connections are refused for 1 s, doubling with each repeat up to 60 s),
- * -ETIMEDOUT (the daemon did not answer within 5 s), -EPROTO / -EBADMSG (the daemon sent something malformed), -ENOMEM,
- * or another errno from socket(2), connect(2) or mmap(2).
+ * -ETIMEDOUT (the daemon did not answer within 5 s), -EPROTO / -EBADMSG (the
+ * daemon sent something malformed), -ENOMEM, or another errno from
+ * socket(2), connect(2), memfd_create(2), fallocate(2) (the region's memory
+ * is this process's, and counts against its memory limits) or mmap(2).
+ * -EUSERS also when this user has more connections open than the daemon's
+ * --max-connections-per-uid allows.
  */
 CUFLAG_API int cuflag_connect(const char *socket_path, cuflag_client **out);
 
@@ -76,12 +94,16 @@ CUFLAG_API void cuflag_disconnect(cuflag_client *c);
 
 /**
  * cuflag_slot_acquire() - get one slot from the daemon.
+ * If the daemon went away, the call first resumes with the one that listens
+ * now (waiting up to the client's resume timeout).
  * Return: 0, or -ENOSPC (the daemon's slots-per-client limit is reached),
+ * -EDQUOT (this user holds as many slots as --max-slots-per-uid allows),
  * -EBUSY (the daemon's request-rate limit is reached; try again later),
  * -EMFILE (this process is out of fds; slots the daemon granted in that
  * reply stay counted against this client until it disconnects), -ENOMEM,
- * -ENOTCONN / -EPIPE (the
- * daemon hung up), -ETIMEDOUT (no answer within 5 s), -EPROTO / -EBADMSG
+ * -ENOTCONN / -EPIPE (the daemon hung up and none came back within the
+ * resume timeout), -ESTALE (the daemon that came back has another region
+ * layout), -ETIMEDOUT (no answer within 5 s), -EPROTO / -EBADMSG
  * (malformed reply), -ECHILD (the client was connected by the parent of this
  * process; see above).
  */
@@ -128,9 +150,13 @@ CUFLAG_API int cuflag_slot_id(const cuflag_slot *s);
  *
  * No system call while the daemon's scanner is awake; one eventfd write to
  * wake it when it is parked. When the arm queue is full the call waits for
- * the scanner to drain it.
- * Return: 0, or -ENOTCONN (the daemon hung up while the queue was full),
- * -ECHILD (the client was connected by the parent of this process).
+ * the scanner to drain it. Without a daemon the arm waits in the queue for
+ * the next one; when the queue is full then, the call resumes with the
+ * daemon that comes back, waiting up to the client's resume timeout.
+ * Return: 0, or -ENOTCONN (the queue was full and no daemon came back within
+ * the resume timeout), -ESTALE (the daemon that came back has another region
+ * layout), another resume error as cuflag_reconnect(), -ECHILD (the client
+ * was connected by the parent of this process).
  */
 CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
 
@@ -145,7 +171,8 @@ CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
  * cuflag_slot_consume() or your event loop. Wait and consume combine freely:
  * wait answers "has this value landed", consume "how many landed since I last
  * asked".
- * If the daemon goes away, the wait goes on by checking the flag itself.
+ * If the daemon goes away, the wait goes on by checking the flag itself,
+ * and resumes with the daemon once one listens again.
  * Return: 0, -ETIMEDOUT, -EINVAL (@target was never armed on this slot),
  * -ECHILD (the client was connected by the parent of this process), or
  * the error that ended the wait (-EIO when a device fault stopped the work
@@ -163,10 +190,16 @@ CUFLAG_API int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigned s
 				     int timeout_ms);
 
 /**
- * cuflag_slot_consume() - read and reset the slot's completion counter.
- * @completions: receives the completions signalled since the last consume.
- * Non-blocking. Return: 0, -EAGAIN when none, -ECHILD (the client was
- * connected by the parent of this process), or an errno from read(2).
+ * cuflag_slot_consume() - the completions signalled since the last consume.
+ * @completions: receives how many.
+ * Non-blocking. It resets the eventfd (the doorbell) and counts from the
+ * daemon's record of what it signalled, kept in the region: each completion
+ * is returned exactly once, even across a daemon killed in the middle of
+ * signalling (its successor may ring the eventfd again; that counts nothing).
+ * Read the eventfd yourself only if you accept a count that may repeat
+ * after such a restart. Several threads may consume one slot at once.
+ * Return: 0, -EAGAIN when none, -ECHILD (the client was connected by the
+ * parent of this process), or an errno from read(2).
  */
 CUFLAG_API int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions);
 
@@ -183,32 +216,45 @@ CUFLAG_API int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd);
 /**
  * cuflag_client_fd() - the connection to the daemon, for an event loop to
  * learn that the daemon went away: poll it for POLLRDHUP (or EPOLLRDHUP);
- * never read or write it. Slot flags keep working without the daemon, but
- * no eventfd is signalled any more.
+ * never read or write it. Slot flags keep working without the daemon; no
+ * eventfd is signalled until the client resumes (by itself, at the next call
+ * that needs the daemon, or at once with cuflag_reconnect()). After a resume
+ * the number is the same but the connection behind it is new: an epoll
+ * registration of the old one is gone (the kernel drops it when that
+ * connection closes), so register the fd again once the hang-up was seen.
  * Return: the fd (>= 0).
  */
 CUFLAG_API int cuflag_client_fd(const cuflag_client *c);
 
 /**
- * cuflag_reconnect() - after the daemon restarted, carry on where it stopped.
- * Connects to the same socket and hands the new daemon this client's region
- * and every slot's eventfd; the new daemon continues from what the old one
- * had taken and signalled (kept in the region), so completions that landed
- * meanwhile are signalled and arms queued meanwhile are taken. Slots keep
- * their ids, flags and eventfds: an event loop's registrations stay valid.
- * Call it once cuflag_client_fd() reports the hang-up, and again while it
- * returns -ECONNREFUSED or -ENOENT (the daemon is not back yet). No other
- * call on c may run at the same time. A daemon killed in the middle of
- * signalling a slot may count that signal again after the restart; a clean
- * restart (SIGTERM, systemctl restart) counts every completion once.
+ * cuflag_reconnect() - resume with the daemon now, instead of at the next call.
+ * Connects to the same socket and hands the daemon listening there this
+ * client's region and every slot's eventfd; it continues from what the old
+ * one had taken and signalled (kept in the region), so completions that
+ * landed meanwhile are signalled and arms queued meanwhile are taken. Slots
+ * keep their ids, flags and eventfds. Safe while other threads use the
+ * client; one resume runs at a time. The library does this by itself when a
+ * call finds the daemon gone: call it only to resume before that.
  * Return: 0, or -ECONNREFUSED / -ENOENT (no daemon listening yet), -EOPNOTSUPP
- * (the daemon runs --slab cuda-ipc, whose regions cannot be handed back),
- * -EINVAL (the new daemon's settings give another region layout), -EPROTO
- * (the daemon answered with another layout), -EUSERS, -EBUSY, -ENOMEM,
- * -ETIMEDOUT, -EBADMSG, -ECHILD (the client was connected by the parent of
- * this process).
+ * (the daemon runs --slab cuda-ipc: its flags are a CUDA allocation that died
+ * with the daemon before, so a client of such a daemon connects anew),
+ * -ESTALE (the daemon listening now has another region layout: other
+ * --slots-per-client or --queue-size; connect anew), -EBUSY (the daemon
+ * still serves this region: it did not go away), -EUSERS, -ENOMEM,
+ * -ETIMEDOUT, -EPROTO / -EBADMSG, -ECHILD (the client was connected by the
+ * parent of this process).
  */
 CUFLAG_API int cuflag_reconnect(cuflag_client *c);
+
+/**
+ * cuflag_client_set_resume_timeout() - how long a call that finds the daemon
+ * gone waits for one to come back before it fails.
+ * @timeout_ms: -1 waits for ever; the default is CUFLAG_RESUME_TIMEOUT_MS,
+ *              long enough for any systemctl restart. Waits are not bounded
+ *              by it: they look at the flags meanwhile.
+ * Return: 0, or -EINVAL.
+ */
+CUFLAG_API int cuflag_client_set_resume_timeout(cuflag_client *c, int timeout_ms);
 
 /**
  * cuflag_client_epoch() - the daemon's epoch: it changes at every daemon start.

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Resuming with the daemon after it restarted, by itself.
+ *
+ * The client keeps everything the daemon serves it with: the region (made
+ * by the client), the wake eventfd and every slot's eventfd. When a call
+ * finds the daemon gone, it connects to the daemon that listens now on the
+ * same socket, hands it the region (ATTACH, announcing how many slots follow)
+ * and the slots with their eventfds (ADOPT), and puts the new connection in
+ * the old one's fd number. The new daemon continues from the record kept in
+ * the region (what was armed and signalled per slot), so completions that
+ * landed meanwhile are signalled and arms queued meanwhile are taken. One
+ * resume runs at a time; attempts are spaced while nobody listens.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client-private.h"
+#include "clock.h"
+#include "fd-util.h"
+#include "unix-socket.h"
+#include "timeline.h"
+
+/* While nobody listens, one attempt per this long. */
+#define RESUME_SPACING_NS (25u * 1000000u)
+
+
+/* The layout a daemon offers is the one this client's region has. */
+static int same_layout(const struct cuflag_region_layout *l, const struct cuflag_msg_hello_reply *r)
+{
+	return l->nslots == r->nslots && l->queue_cap == r->queue_cap &&
+	       l->head_off == r->head_off && l->tail_off == r->tail_off &&
+	       l->queue_off == r->queue_off && l->state_off == r->state_off &&
+	       l->flags_off == r->flags_off && l->size == r->region_size;
+}
+
+/* Hand every slot's id and eventfd to the new daemon, 64 a message. */
+static int adopt_slots(struct cuflag_client *c, int sock)
+{
+	struct cuflag_msg_adopt m;
+	int efds[CUFLAG_BATCH_MAX];
+	uint8_t reply[CUFLAG_MSG_MAX];
+	int rc = 0;
+
+	for (struct cuflag_slot *s = c->slots; s && !rc;) {
+		m.count = 0;
+		m.reserved = 0;
+		for (; s && m.count < CUFLAG_BATCH_MAX; s = s->next_slot) {
+			m.ids[m.count] = s->id;
+			efds[m.count++] = cuflag_slot_fd(s);
+		}
+		struct cuflag_call call = {
+			.type = CUFLAG_MSG_ADOPT, .body = &m,
+			.blen = (uint32_t)(offsetof(struct cuflag_msg_adopt, ids) +
+					   m.count * sizeof(uint32_t)),
+			.fds = efds, .nfds = m.count, .reply = reply,
+		};
+		rc = cuflag__request_on(c, sock, &call);
+	}
+	return rc;
+}
+
+/* Ring the doorbell of every slot whose record moved past what was counted:
+ * a daemon killed between recording a signal and writing the eventfd left it
+ * unrung, and an event loop must still wake to consume it. */
+static void ring_unread(struct cuflag_client *c)
+{
+	uint64_t one = 1;
+
+	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot) {
+		uint32_t rec = __atomic_load_n(&c->states[s->id].signalled, __ATOMIC_ACQUIRE);
+		if (cuflag_tl_after(rec, atomic_load(&s->consumed)) &&
+		    write(cuflag_slot_fd(s), &one, sizeof(one)) < 0)
+			(void)0; /* a full counter is readable anyway */
+	}
+}
+
+/* One attempt, with req_lock and slots_lock held. */
+static int resume_once(struct cuflag_client *c)
+{
+	struct cuflag_msg_attach m = { .epoch = c->epoch };
+	struct cuflag_msg_hello_reply r;
+	const struct cuflag_daemon_page *dp = NULL, *old;
+	struct retired_page *ret;
+	uint8_t reply[CUFLAG_MSG_MAX];
+	int give[2] = { c->region_fd, c->wake_fd }, fd = -1, sock, rc;
+	size_t dp_size = 0;
+	struct cuflag_call call = { .type = CUFLAG_MSG_ATTACH, .body = &m, .blen = sizeof(m),
+				    .fds = give, .nfds = 2, .reply = reply, .reply_fds = &fd,
+				    .max_fds = 1 };
+
+	ret = malloc(sizeof(*ret));
+	if (!ret)
+		return -ENOMEM;
+	sock = cuflag_unix_connect(c->path, REPLY_TIMEOUT_S);
+	if (sock < 0) {
+		free(ret);
+		return sock;
+	}
+	rc = cuflag__hello(c, sock, &r, &dp, &dp_size);
+	if (rc)
+		goto out;
+	if (!same_layout(&c->layout, &r) || (int)r.slab != c->slab) {
+		rc = -ESTALE;
+		goto out;
+	}
+	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot)
+		m.slots++;
+	rc = cuflag__request_on(c, sock, &call);
+	safe_close(fd);
+	if (!rc && m.slots)
+		rc = adopt_slots(c, sock);
+	if (rc)
+		goto out;
+	/* From here on the new daemon serves us, on the same fd number. */
+	if (dup2(sock, c->sock) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	old = cuflag__dpage(c);
+	*ret = (struct retired_page){ .page = old, .size = c->dpage_size, .next = c->retired };
+	c->retired = ret;
+	ret = NULL;
+	__atomic_store_n(&c->dpage, dp, __ATOMIC_RELEASE);
+	c->dpage_size = dp_size;
+	dp = NULL;
+	__atomic_store_n(&c->epoch, r.epoch, __ATOMIC_RELAXED);
+	ring_unread(c);
+out:
+	free(ret);
+	if (dp)
+		munmap((void *)dp, dp_size);
+	safe_close(sock);
+	return rc;
+}
+
+static int resume_locked(struct cuflag_client *c)
+{
+	int rc;
+
+	c->last_try_ns = cuflag_now_ns();
+	pthread_mutex_lock(&c->req_lock);
+	pthread_mutex_lock(&c->slots_lock);
+	rc = resume_once(c);
+	pthread_mutex_unlock(&c->slots_lock);
+	pthread_mutex_unlock(&c->req_lock);
+	if (!rc) {
+		atomic_fetch_add(&c->conn_gen, 1);
+		cuflag__forget_waits(c); /* their epolls watch the old connection */
+	}
+	return rc;
+}
+
+int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait)
+{
+	int timeout = atomic_load(&c->resume_timeout_ms);
+	uint64_t deadline = timeout < 0 ? UINT64_MAX : cuflag_now_ns() + (uint64_t)timeout * 1000000u;
+	int rc;
+
+	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
+		return -EOPNOTSUPP;
+	for (;;) {
+		pthread_mutex_lock(&c->resume_lock);
+		if (atomic_load(&c->conn_gen) != gen) {
+			pthread_mutex_unlock(&c->resume_lock);
+			return 0; /* another thread resumed meanwhile */
+		}
+		uint64_t now = cuflag_now_ns();
+		if (now - c->last_try_ns >= RESUME_SPACING_NS)
+			rc = resume_locked(c);
+		else
+			rc = -EAGAIN;
+		pthread_mutex_unlock(&c->resume_lock);
+		if (!rc)
+			return 0;
+		if (!wait || cuflag_now_ns() >= deadline)
+			return rc == -EAGAIN ? -ENOTCONN : rc;
+		/* Refused while nobody listens, or the daemon is starting: space
+		 * the attempts. A settings change (-ESTALE) will not mend. */
+		if (rc == -ESTALE || rc == -EPROTONOSUPPORT)
+			return rc;
+		struct timespec ts = { 0, RESUME_SPACING_NS / 5 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	if (cuflag__forked(c))
+		return -ECHILD;
+	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&c->resume_lock);
+	rc = resume_locked(c);
+	pthread_mutex_unlock(&c->resume_lock);
+	return rc;
+}

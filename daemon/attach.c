@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * How a connection comes to hold a region: HELLO agrees on a version and
+ * tells the client the layout this daemon takes; the client makes the region
+ * (so its memory is charged to the client) and hands it over with ATTACH; a
+ * client resuming after a daemon restart then names the slots it held with
+ * ADOPT. ATTACH acquires everything into locals (admission, slot table,
+ * region, wake eventfd, the scanner's view) and hands it all to the session
+ * at the end, or unwinds it in one place.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "closer.h"
+#include "request.h"
+#include "server.h"
+#include "session.h"
+#include "timeline.h"
+
+int req_hello(struct server *srv, struct session *s, struct request *req)
+{
+	const struct cuflag_region_layout *l = &srv->layout;
+	struct cuflag_msg_hello m;
+	struct cuflag_msg_hello_reply r;
+	int rc;
+
+	memcpy(&m, req->body, sizeof(m));
+	if (m.version_min > CUFLAG_PROTO_VERSION || m.version_max < CUFLAG_PROTO_VERSION) {
+		req->why = "no protocol version in common";
+		return -EPROTONOSUPPORT;
+	}
+	memset(&r, 0, sizeof(r));
+	r.version = CUFLAG_PROTO_VERSION;
+	r.slab = (uint32_t)srv->cfg->slab;
+	r.epoch = srv->epoch;
+	r.region_size = l->size;
+	r.nslots = l->nslots;
+	r.queue_cap = l->queue_cap;
+	r.head_off = l->head_off;
+	r.tail_off = l->tail_off;
+	r.queue_off = l->queue_off;
+	r.state_off = l->state_off;
+	r.flags_off = l->flags_off;
+	r.page_size = (uint32_t)srv->dp.size;
+	r.client_id = s->id;
+	r.flags_size = srv->cfg->slab == CUFLAG_SLAB_CUDA_IPC ? (uint64_t)l->nslots * 4u : 0;
+	if ((rc = req_reply_ok(s, req, &r, sizeof(r), &srv->dp.fd, 1)))
+		return rc;
+	s->hello_done = 1;
+	return 0;
+}
+
+/* Whether this user may hold one more region now; REQ_REFUSE with why if not. */
+static int admit_region(struct server *srv, struct session *s, struct request *req)
+{
+	const struct cuflagd_config *cfg = srv->cfg;
+	uint64_t left;
+
+	if (srv->nregions >= cfg->max_clients) {
+		req->why = "max-clients reached";
+		return REQ_REFUSE(-EUSERS);
+	}
+	if (s->uid != 0 && s->user->regions >= cfg->max_clients_per_uid) {
+		req->why = "max-clients-per-uid reached";
+		return REQ_REFUSE(-EUSERS);
+	}
+	left = penalty_left_ms(&srv->penalties, s->uid, cuflag_now_ms());
+	if (left) {
+		req->why = "this user's clients are refused a while: one misbehaved";
+		return REQ_REFUSE(-EBUSY);
+	}
+	return 0;
+}
+
+/* Whether a live session already holds the region behind fd's inode. */
+static int region_held(struct server *srv, const struct region *r)
+{
+	for (struct session *o = srv->sessions; o; o = o->next)
+		if (o->scan && !o->dead && o->region.dev == r->dev && o->region.ino == r->ino)
+			return 1;
+	return 0;
+}
+
+/* What ATTACH builds before the session takes it over. */
+struct attach {
+	struct slot_table slots;
+	struct region region;
+	struct slab_alloc ipc;
+	struct scanner_session *scan;
+	struct scanner_cmd *add;
+	volatile uint32_t *flags;
+};
+
+static void attach_unwind(struct attach *a)
+{
+	free(a->add);
+	free(a->scan);
+	slab_cuda_free(&a->ipc);
+	region_destroy(&a->region);
+	slot_table_free(&a->slots);
+}
+
+/* Map and check the client's region, then everything that hangs off it. */
+static int attach_build(struct server *srv, struct session *s, struct request *req,
+			struct attach *a)
+{
+	const struct cuflagd_config *cfg = srv->cfg;
+	int rc;
+
+	rc = region_adopt(&a->region, req->fds[0], &srv->layout, &req->why);
+	if (rc)
+		return REQ_REFUSE(rc);
+	if (region_held(srv, &a->region)) {
+		req->why = "ATTACH: a live client holds that region";
+		return REQ_REFUSE(-EBUSY);
+	}
+	a->flags = (volatile uint32_t *)(a->region.map + srv->layout.flags_off);
+	if (cfg->slab == CUFLAG_SLAB_CUDA_IPC) {
+		rc = slab_cuda_alloc((uint64_t)srv->layout.nslots * sizeof(uint32_t), &a->ipc);
+		if (rc) {
+			slog(LOG_ERR, s, "cannot allocate CUDA flags: %s", strerror(-rc));
+			req->why = "cannot allocate the flags";
+			return REQ_REFUSE(rc);
+		}
+		a->flags = (volatile uint32_t *)(uintptr_t)a->ipc.va;
+	}
+	a->scan = malloc(scanner_session_size(srv->layout.nslots));
+	a->add = calloc(1, sizeof(*a->add));
+	if (slot_table_init(&a->slots, srv->layout.nslots) || !a->scan || !a->add) {
+		req->why = "out of memory";
+		return REQ_REFUSE(-ENOMEM);
+	}
+	scanner_session_init(a->scan, &srv->layout, a->region.map, a->flags, req->fds[1],
+			     &s->user->scan);
+	*a->add = (struct scanner_cmd){ .op = SCAN_ADD_SESSION, .sess = a->scan, .owner = s };
+	return 0;
+}
+
+int req_attach(struct server *srv, struct session *s, struct request *req)
+{
+	struct cuflag_msg_attach m;
+	struct attach a = { .ipc = { .fd = -1 } };
+	int rc;
+
+	memcpy(&m, req->body, sizeof(m));
+	if ((rc = admit_region(srv, s, req)))
+		return rc;
+	if (m.slots && srv->cfg->slab != CUFLAG_SLAB_MEMFD) {
+		req->why = "resuming needs --slab memfd: the CUDA flags died with the old daemon";
+		return REQ_REFUSE(-EOPNOTSUPP);
+	}
+	if (m.slots > srv->layout.nslots) {
+		req->why = "ATTACH: more slots than slots-per-client";
+		return REQ_REFUSE(-EINVAL);
+	}
+	if ((rc = req_take_eventfd(req, req->fds[1], "ATTACH: the wake fd is not an eventfd")))
+		return rc;
+	rc = attach_build(srv, s, req, &a);
+	if (rc) {
+		attach_unwind(&a);
+		return rc;
+	}
+	/* Everything is in hand: the session takes it over. */
+	s->slots = a.slots;
+	s->region = a.region;
+	s->ipc = a.ipc;
+	s->flags = a.flags;
+	s->scan = a.scan;
+	s->wake_fd = req->fds[1];
+	req->fds[1] = -1;
+	s->user->regions++;
+	srv->nregions++;
+	/* The scanner learns of the region before the client can arm in it; a
+	 * resumed one once its slots are back (req_adopt). */
+	s->adopt_left = m.slots;
+	if (m.slots) {
+		s->adopt_cmd = a.add;
+	} else {
+		a.add->start = atomic_load_explicit(a.scan->head, memory_order_relaxed);
+		scanner_submit(srv->sc, a.add);
+	}
+	rc = req_reply_ok(s, req, NULL, 0, &s->ipc.fd, s->ipc.fd >= 0 ? 1 : 0);
+	/* The client holds the CUDA allocation now; we keep our mapping. */
+	closer_close(srv->closer, s->ipc.fd);
+	s->ipc.fd = -1;
+	if (rc)
+		return rc;
+	slog(LOG_INFO, s, "%s: %u slots, region %llu bytes",
+	     m.slots ? "resumed" : "connected", srv->layout.nslots,
+	     (unsigned long long)srv->layout.size);
+	if (m.slots)
+		slog(LOG_NOTICE, s, "took over its region from daemon epoch %016llx",
+		     (unsigned long long)m.epoch);
+	return 0;
+}
+
+/*
+ * After a resuming ATTACH: the client names the slots it held, each with its
+ * eventfd. What the old daemon had taken from the queue and signalled is read
+ * back from the region (once, and only ever trusted for this client's
+ * counts), so completions that landed while no daemon ran are signalled now.
+ */
+int req_adopt(struct server *srv, struct session *s, struct request *req)
+{
+	uint32_t ids[CUFLAG_BATCH_MAX], count = req_id_batch(req, ids);
+	struct scanner_cmd *cmds[CUFLAG_BATCH_MAX];
+	const volatile struct cuflag_slot_state *st = s->scan->states;
+	int rc;
+
+	if (count > s->adopt_left) {
+		req->why = "ADOPT names more slots than ATTACH announced";
+		return REQ_REFUSE(-EINVAL);
+	}
+	if (!slot_table_all_in(&s->slots, ids, count, SLOT_FREE)) {
+		req->why = "ADOPT names a slot out of range or twice";
+		return REQ_REFUSE(-EINVAL);
+	}
+	if (s->uid != 0 && s->user->slots + count > srv->cfg->max_slots_per_uid) {
+		req->why = "max-slots-per-uid reached";
+		return REQ_REFUSE(-EDQUOT);
+	}
+	for (uint32_t i = 0; i < count; i++)
+		if ((rc = req_take_eventfd(req, req->fds[i], "ADOPT: an fd is not an eventfd")))
+			return rc;
+	if (req_alloc_cmds(cmds, count)) {
+		req->why = "out of memory";
+		return REQ_REFUSE(-ENOMEM);
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t id = ids[i];
+		uint32_t sig = st[id].signalled, armed = st[id].armed;
+		/* Read once; an armed value behind the signalled one is noise. */
+		if (!cuflag_tl_after(armed, sig))
+			armed = sig;
+		slot_table_take_id(&s->slots, id);
+		s->slots.state[id] = SLOT_LIVE;
+		s->slots.efd[id] = req->fds[i];
+		req->fds[i] = -1; /* the slot's now */
+		s->slots.nlive++;
+		*cmds[i] = (struct scanner_cmd){ .op = SCAN_ADD_SLOT, .sess = s->scan, .slot = id,
+						 .start = sig, .armed = armed,
+						 .efd = s->slots.efd[id], .owner = s };
+		scanner_submit(srv->sc, cmds[i]);
+	}
+	s->user->slots += count;
+	s->adopt_left -= count;
+	if (!s->adopt_left) {
+		/* Every slot is back: now the scanner may read the queue, from
+		 * where the daemon before us stopped. */
+		s->adopt_cmd->start = atomic_load_explicit(s->scan->head, memory_order_relaxed);
+		scanner_submit(srv->sc, s->adopt_cmd);
+		s->adopt_cmd = NULL;
+	}
+	return req_reply_ok(s, req, NULL, 0, NULL, 0);
+}

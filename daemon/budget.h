@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What one user's eventfd writes may cost the scanner.
+ *
+ * A slot's eventfd is a file the client holds too: it can register it in any
+ * number of epoll instances, and every write by the scanner then runs one
+ * kernel wake-up callback per watcher (about 70 ns each), inside the write,
+ * with nothing to interrupt. So the scanner measures each write and charges
+ * its cost to the user: a leaky bucket that drains at a tenth of real time
+ * (a user may take 10 % of the scanner for ever) and holds at most cap_ns.
+ * A write that costs no more than the allowance is free.
+ *
+ * Wall time alone would charge a write for the time the scanner thread was
+ * preempted in it. So a write is timed on the cheap clock, and one that looks
+ * slow is not charged but makes its user a suspect for a while: the user's
+ * writes are then timed on the thread's CPU clock (a system call, only for
+ * suspects), which preemption does not advance, and charged by that.
+ */
+#ifndef CUFLAGD_BUDGET_H
+#define CUFLAGD_BUDGET_H
+
+#include <stdint.h>
+
+struct write_budget_cfg {
+	uint64_t cap_ns;         /* --write-budget-us: most a user may run up */
+	uint64_t allowance_ns;   /* a write up to this costs nothing */
+	uint64_t suspect_ns;     /* a write slower than this (wall) makes a suspect */
+	uint64_t suspect_for_ns; /* for this long */
+};
+
+#define WRITE_BUDGET_DEFAULTS(cap)                                                         \
+	((struct write_budget_cfg){ .cap_ns = (cap), .allowance_ns = 20000,                \
+				    .suspect_ns = 50000, .suspect_for_ns = 1000000000 })
+
+struct write_budget {
+	uint64_t level_ns;         /* cost run up, draining */
+	uint64_t at_ns;            /* when level_ns was brought up to date */
+	uint64_t suspect_until_ns; /* writes measured on the CPU clock until then */
+};
+
+/* Whether the next write of this user is to be timed on the CPU clock. */
+static inline int budget_suspect(const struct write_budget *b, uint64_t now_ns)
+{
+	return now_ns < b->suspect_until_ns;
+}
+
+/*
+ * Charge one write. cost_ns: its CPU time if the user was a suspect, else its
+ * wall time; cpu_timed says which. Returns 1 when the write cost more than
+ * the allowance with the user over its cap: the writer is to be dropped.
+ */
+int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, uint64_t cost_ns,
+		  int cpu_timed, uint64_t now_ns);
+
+#endif

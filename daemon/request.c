@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: MIT */
+#include "request.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "closer.h"
+#include "fdpass.h"
+#include "proto.h"
+#include "server.h"
+#include "session.h"
+
+/* How long an ALLOC may wait for freed slots before it is refused. */
+#define PARK_MAX_MS 1000
+
+/* ---------------------------------------------------------------- */
+/* Replies                                                           */
+/* ---------------------------------------------------------------- */
+
+/* One reply message on fd; never blocks (a full socket: the client does not read). */
+static int send_reply(int fd, uint16_t type, uint32_t req_id, int32_t status, const void *body,
+		      uint32_t blen, const int *fds, unsigned nfds)
+{
+	uint8_t buf[CUFLAG_MSG_MAX];
+	struct cuflag_msg_hdr h;
+
+	if (fd < 0)
+		return -EPIPE;
+	if (blen > sizeof(buf) - sizeof(h))
+		return -EMSGSIZE;
+	cuflag_hdr_init(&h, type | CUFLAG_MSG_REPLY, (uint32_t)sizeof(h) + blen, req_id, status,
+			(uint16_t)nfds);
+	memcpy(buf, &h, sizeof(h));
+	if (blen)
+		memcpy(buf + sizeof(h), body, blen);
+	return cuflag_send_msg(fd, buf, sizeof(h) + blen, fds, nfds, MSG_DONTWAIT);
+}
+
+int request_reply(struct session *s, uint16_t type, uint32_t req_id, int32_t status,
+		  const void *body, uint32_t blen, const int *fds, unsigned nfds)
+{
+	return send_reply(s->fd, type, req_id, status, body, blen, fds, nfds);
+}
+
+int req_reply_ok(struct session *s, struct request *req, const void *body, uint32_t blen,
+		 const int *fds, unsigned nfds)
+{
+	int rc = request_reply(s, req->h.type, req->h.req_id, 0, body, blen, fds, nfds);
+	if (rc)
+		req->why = "cannot send a reply";
+	return rc;
+}
+
+/* An error reply with a reason (status < 0). */
+static int send_error(int fd, uint16_t type, uint32_t req_id, int err, const char *reason)
+{
+	struct cuflag_msg_error e;
+	size_t n = strlen(reason);
+
+	if (n >= sizeof(e.reason))
+		n = sizeof(e.reason) - 1;
+	memcpy(e.reason, reason, n);
+	e.reason[n] = 0;
+	return send_reply(fd, type, req_id, err, &e, (uint32_t)n + 1, NULL, 0);
+}
+
+void request_refuse_connection(int fd, int err, const char *why)
+{
+	(void)send_error(fd, 0, 0, err, why); /* best effort: it is closed next */
+}
+
+/* ---------------------------------------------------------------- */
+/* Helpers the handlers share                                        */
+/* ---------------------------------------------------------------- */
+
+uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX])
+{
+	uint32_t count;
+
+	memcpy(&count, req->body + offsetof(struct cuflag_msg_free, count), sizeof(count));
+	memcpy(ids, req->body + offsetof(struct cuflag_msg_free, ids), (size_t)count * 4);
+	return count;
+}
+
+int req_alloc_cmds(struct scanner_cmd **cmds, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		cmds[i] = calloc(1, sizeof(*cmds[i]));
+		if (!cmds[i]) {
+			while (i--)
+				free(cmds[i]);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static int is_eventfd(int fd)
+{
+	char path[64], target[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return 0;
+	target[n] = 0;
+	return !strcmp(target, "anon_inode:[eventfd]");
+}
+
+int req_take_eventfd(struct request *req, int fd, const char *not_eventfd)
+{
+	int fl;
+
+	if (!is_eventfd(fd)) {
+		req->why = not_eventfd;
+		return REQ_REFUSE(-EBADF);
+	}
+	/* The scanner must never block on it; a client that clears the flag
+	 * later is caught by the write tick (scanner.c). */
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		req->why = "cannot make an eventfd non-blocking";
+		return REQ_REFUSE(-EBADF);
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* Slots                                                             */
+/* ---------------------------------------------------------------- */
+
+/* n eventfds below the reserve (fds come lowest first: a BIND, an ADOPT or a
+ * new connection must still find room), all or none. 0 or a negative errno. */
+static int new_eventfds(struct server *srv, int *fds, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		fds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (fds[i] >= srv->fd_reserve_from) {
+			close(fds[i]);
+			fds[i] = -1;
+			errno = EMFILE;
+		}
+		if (fds[i] < 0) {
+			int rc = -errno;
+			while (i--)
+				close(fds[i]);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Park the ALLOC until freed slots come back (see struct session). */
+static int park_alloc(struct server *srv, struct session *s, const struct request *req)
+{
+	s->parked = malloc(sizeof(req->h) + sizeof(struct cuflag_msg_alloc));
+	if (!s->parked)
+		return -ENOMEM;
+	memcpy(s->parked, &req->h, sizeof(req->h));
+	memcpy(s->parked + sizeof(req->h), req->body, sizeof(struct cuflag_msg_alloc));
+	s->parked_ms = cuflag_now_ms();
+	session_set_reading(srv, s, 0);
+	return 0;
+}
+
+static int alloc_slots(struct server *srv, struct session *s, struct request *req, int may_park)
+{
+	struct cuflag_msg_alloc m;
+	struct cuflag_msg_alloc_reply r;
+	struct scanner_cmd *cmds[CUFLAG_BATCH_MAX];
+	int fds[CUFLAG_BATCH_MAX];
+	struct slot_table *t = &s->slots;
+	int rc;
+
+	memcpy(&m, req->body, sizeof(m));
+	if (s->uid != 0 && s->user->slots + m.count > srv->cfg->max_slots_per_uid) {
+		req->why = "max-slots-per-uid reached";
+		return REQ_REFUSE(-EDQUOT);
+	}
+	if (m.count > t->nfree) {
+		if (may_park && m.count <= t->nfree + t->nretiring && !park_alloc(srv, s, req))
+			return 0;
+		req->why = "slots-per-client reached";
+		return REQ_REFUSE(-ENOSPC);
+	}
+	rc = new_eventfds(srv, fds, m.count);
+	if (!rc && (rc = req_alloc_cmds(cmds, m.count)))
+		cuflag_close_fds(fds, m.count);
+	if (rc) {
+		slog(LOG_ERR, s, "cannot allocate slots: %s", strerror(-rc));
+		req->why = rc == -EMFILE || rc == -ENFILE ? "daemon out of fds" : "out of memory";
+		return REQ_REFUSE(rc);
+	}
+	memset(&r, 0, sizeof(r));
+	for (uint32_t i = 0; i < m.count; i++) {
+		uint32_t id = slot_table_take(t);
+		uint32_t start = t->next_start[id];
+		t->state[id] = SLOT_LIVE;
+		t->efd[id] = fds[i];
+		t->nlive++;
+		/* The starting value is written here and recorded by the scanner:
+		 * never read back from the flag, so an early device write counts. */
+		atomic_store_explicit((_Atomic uint32_t *)&s->flags[id], start,
+				      memory_order_release);
+		*cmds[i] = (struct scanner_cmd){ .op = SCAN_ADD_SLOT, .sess = s->scan, .slot = id,
+						 .start = start, .armed = start, .efd = fds[i],
+						 .owner = s };
+		scanner_submit(srv->sc, cmds[i]);
+		r.grants[i].id = id;
+		r.grants[i].start = start;
+	}
+	s->user->slots += m.count;
+	r.count = m.count;
+	return req_reply_ok(s, req, &r,
+			    (uint32_t)(offsetof(struct cuflag_msg_alloc_reply, grants) +
+				       m.count * sizeof(struct cuflag_slot_grant)),
+			    fds, m.count);
+}
+
+static int req_alloc(struct server *srv, struct session *s, struct request *req)
+{
+	return alloc_slots(srv, s, req, 1);
+}
+
+void request_retry_parked(struct server *srv, struct session *s, int may_park)
+{
+	uint8_t *msg = s->parked;
+	struct request req = { .body = msg + sizeof(req.h), .blen = sizeof(struct cuflag_msg_alloc) };
+	int rc;
+
+	s->parked = NULL;
+	memcpy(&req.h, msg, sizeof(req.h));
+	rc = alloc_slots(srv, s, &req, may_park);
+	if (rc > 0 && request_reply(s, req.h.type, req.h.req_id, -rc, req.why,
+				    (uint32_t)strlen(req.why) + 1, NULL, 0))
+		rc = -EPIPE;
+	free(msg);
+	if (rc < 0) {
+		session_drop(srv, s, rc, "cannot send a reply");
+		return;
+	}
+	if (!s->parked)
+		session_set_reading(srv, s, 1); /* level-triggered: what queued is read next */
+}
+
+void request_expire_parked(struct server *srv, struct session *s, uint64_t now_ms)
+{
+	if (now_ms - s->parked_ms >= PARK_MAX_MS)
+		request_retry_parked(srv, s, 0);
+}
+
+static int req_free(struct server *srv, struct session *s, struct request *req)
+{
+	uint32_t ids[CUFLAG_BATCH_MAX], count = req_id_batch(req, ids);
+	struct scanner_cmd *cmds[CUFLAG_BATCH_MAX];
+
+	/* Check every id first: a bad batch frees nothing. */
+	if (!slot_table_all_in(&s->slots, ids, count, SLOT_LIVE)) {
+		req->why = "FREE names a slot the client does not hold, or one twice";
+		return REQ_REFUSE(-EINVAL);
+	}
+	if (req_alloc_cmds(cmds, count)) {
+		req->why = "out of memory";
+		return REQ_REFUSE(-ENOMEM);
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		s->slots.state[ids[i]] = SLOT_RETIRING;
+		s->slots.nlive--;
+		s->slots.nretiring++;
+		*cmds[i] = (struct scanner_cmd){ .op = SCAN_DEL_SLOT, .sess = s->scan,
+						 .slot = ids[i], .owner = s };
+		scanner_submit(srv->sc, cmds[i]);
+	}
+	return req_reply_ok(s, req, NULL, 0, NULL, 0);
+}
+
+static int req_bind(struct server *srv, struct session *s, struct request *req)
+{
+	struct cuflag_msg_bind m;
+	struct scanner_cmd *c;
+	int rc;
+
+	memcpy(&m, req->body, sizeof(m));
+	if (m.id >= s->slots.n || s->slots.state[m.id] != SLOT_LIVE) {
+		req->why = "BIND names a slot the client does not hold";
+		return REQ_REFUSE(-EINVAL);
+	}
+	if ((rc = req_take_eventfd(req, req->fds[0], "BIND: the fd is not an eventfd")))
+		return rc;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		req->why = "out of memory";
+		return REQ_REFUSE(-ENOMEM);
+	}
+	*c = (struct scanner_cmd){ .op = SCAN_SET_EFD, .sess = s->scan, .slot = m.id,
+				   .efd = req->fds[0], .owner = s, .req_id = req->h.req_id };
+	s->slots.efd[m.id] = req->fds[0];
+	req->fds[0] = -1; /* the slot's now; the old one closes when handed back */
+	/* Answered once the scanner has switched: from the reply on, no signal
+	 * goes to the old eventfd. */
+	scanner_submit(srv->sc, c);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* Queries                                                           */
+/* ---------------------------------------------------------------- */
+
+static int req_stats(struct server *srv, struct session *s, struct request *req)
+{
+	struct cuflag_msg_stats_reply r;
+	struct scanner_stats st;
+
+	scanner_get_stats(srv->sc, &st);
+	memset(&r, 0, sizeof(r));
+	r.version = CUFLAG_PROTO_VERSION;
+	r.slab = (uint32_t)srv->cfg->slab;
+	r.epoch = srv->epoch;
+	r.uptime_ms = cuflag_now_ms() - srv->start_ms;
+	server_totals(srv, &r.clients, &r.slots, &r.pending);
+	r.armed = st.armed;
+	r.wakes = st.wakes;
+	r.completions = st.completions;
+	r.parks = st.parks;
+	r.passes = st.passes;
+	r.bad_arms = st.bad_arms;
+	r.dropped = srv->dropped;
+	r.scanner_state = st.state;
+	r.max_clients = srv->cfg->max_clients;
+	r.slots_per_client = srv->cfg->slots_per_client;
+	r.spin_us = (uint32_t)srv->cfg->spin_us;
+	snprintf(r.daemon_version, sizeof(r.daemon_version), "%s", CUFLAG_VERSION);
+	return req_reply_ok(s, req, &r, sizeof(r), NULL, 0);
+}
+
+/* A user sees its own clients; root and the admin group see everyone's. */
+static int req_clients(struct server *srv, struct session *s, struct request *req)
+{
+	struct cuflag_msg_client_info ci;
+	int rc;
+
+	for (struct session *o = srv->sessions; o; o = o->next) {
+		if (!o->scan || o->dead || (!s->admin && o->uid != s->uid))
+			continue;
+		memset(&ci, 0, sizeof(ci));
+		ci.client_id = o->id;
+		ci.pid = o->pid;
+		ci.uid = o->uid;
+		ci.gid = o->gid;
+		ci.slots = o->slots.nlive;
+		ci.armed = atomic_load_explicit(&o->scan->n_armed, memory_order_relaxed);
+		ci.wakes = atomic_load_explicit(&o->scan->n_wakes, memory_order_relaxed);
+		ci.pending = atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
+		ci.connected_ms = o->connected_ms - srv->start_ms;
+		if ((rc = req_reply_ok(s, req, &ci, sizeof(ci), NULL, 0)))
+			return rc;
+	}
+	memset(&ci, 0, sizeof(ci));
+	return req_reply_ok(s, req, &ci, sizeof(ci), NULL, 0);
+}
+
+/* ---------------------------------------------------------------- */
+/* The table and the dispatcher                                      */
+/* ---------------------------------------------------------------- */
+
+enum req_needs {
+	NEEDS_NOTHING, /* answered on any connection (queries) */
+	NEEDS_FRESH,   /* the connection's first request */
+	NEEDS_HELLO,   /* after HELLO, before the region (ATTACH) */
+	NEEDS_ADOPTING, /* after a resuming ATTACH, while slots are still to come */
+	NEEDS_REGION,  /* after ATTACH, every slot adopted */
+};
+
+static const struct req_method {
+	const char *name;
+	enum req_needs needs;
+	int (*fn)(struct server *srv, struct session *s, struct request *req);
+} req_methods[CUFLAG_MSG_TYPE_END] = {
+	[CUFLAG_MSG_HELLO] = { "HELLO", NEEDS_FRESH, req_hello },
+	[CUFLAG_MSG_ALLOC] = { "ALLOC", NEEDS_REGION, req_alloc },
+	[CUFLAG_MSG_FREE] = { "FREE", NEEDS_REGION, req_free },
+	[CUFLAG_MSG_BIND] = { "BIND", NEEDS_REGION, req_bind },
+	[CUFLAG_MSG_STATS] = { "STATS", NEEDS_NOTHING, req_stats },
+	[CUFLAG_MSG_CLIENTS] = { "CLIENTS", NEEDS_NOTHING, req_clients },
+	[CUFLAG_MSG_ATTACH] = { "ATTACH", NEEDS_HELLO, req_attach },
+	[CUFLAG_MSG_ADOPT] = { "ADOPT", NEEDS_ADOPTING, req_adopt },
+};
+
+/* Where the connection stands, in the terms of the table. */
+static enum req_needs session_stage(const struct session *s)
+{
+	if (!s->hello_done)
+		return NEEDS_FRESH;
+	if (!s->scan)
+		return NEEDS_HELLO;
+	return s->adopt_left ? NEEDS_ADOPTING : NEEDS_REGION;
+}
+
+static const char *const stage_refusal[] = {
+	[NEEDS_FRESH] = "HELLO is only the first request",
+	[NEEDS_HELLO] = "request before HELLO, or ATTACH twice",
+	[NEEDS_ADOPTING] = "ADOPT without a resuming ATTACH, or more than it announced",
+	[NEEDS_REGION] = "request before ATTACH, or before every slot is adopted",
+};
+
+int request_dispatch(struct server *srv, struct session *s, const uint8_t *buf, size_t len,
+		     int *fds, unsigned nfds)
+{
+	struct request req = { .fds = fds, .nfds = nfds };
+	const struct req_method *m;
+	uint64_t now = cuflag_now_ms();
+	int rc = cuflag_request_check(buf, len, nfds, &req.why);
+
+	/* Echo what we can of the header so the client can match the reply. */
+	if (len >= sizeof(req.h))
+		memcpy(&req.h, buf, sizeof(req.h));
+	req.h.type &= (uint16_t)~CUFLAG_MSG_REPLY;
+	if (!rc) {
+		req.body = buf + sizeof(req.h);
+		req.blen = (uint32_t)(len - sizeof(req.h));
+		m = &req_methods[req.h.type];
+		if (m->needs != NEEDS_NOTHING && m->needs != session_stage(s)) {
+			req.why = stage_refusal[m->needs];
+			rc = -EPROTO;
+		} else if (!rate_take(&s->rate, srv->cfg->msg_rate, now)) {
+			req.why = "msg-rate reached";
+			rc = REQ_REFUSE(-EBUSY);
+		} else if (s->uid != 0 && !rate_take(&s->user->rate, srv->cfg->msg_rate_per_uid, now)) {
+			req.why = "msg-rate-per-uid reached";
+			rc = REQ_REFUSE(-EBUSY);
+		} else {
+			rc = m->fn(srv, s, &req);
+		}
+	}
+	if (rc > 0) {
+		if (cuflagd_ratelimit_ok(&s->rl))
+			slog(LOG_WARNING, s, "request %u refused: %s (%s)", req.h.type, req.why,
+			     strerror(rc));
+		if (!send_error(s->fd, req.h.type, req.h.req_id, -rc, req.why))
+			return 0;
+		req.why = "cannot send a reply";
+		rc = -EPIPE;
+	}
+	if (rc < 0) {
+		(void)send_error(s->fd, req.h.type, req.h.req_id, rc, req.why);
+		session_drop(srv, s, rc, req.why);
+	}
+	return rc;
+}

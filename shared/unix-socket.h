@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* Connecting to cuflagd's socket: an AF_UNIX SOCK_SEQPACKET connection. */
+#ifndef CUFLAG_UNIX_SOCKET_H
+#define CUFLAG_UNIX_SOCKET_H
+
+/*
+ * Connect a blocking, close-on-exec SOCK_SEQPACKET socket to the AF_UNIX
+ * socket at path. With timeout_s > 0, a send or receive that waits longer
+ * than that fails with EAGAIN, so a daemon that stops answering cannot hang
+ * the caller. Returns the fd, or a negative errno: -ENAMETOOLONG (path does
+ * not fit a sockaddr_un), or what socket(2), setsockopt(2) or connect(2)
+ * failed with (-ENOENT, -ECONNREFUSED, -EACCES, ...).
+ */
+int cuflag_unix_connect(const char *path, unsigned timeout_s);
+
+#endif
