@@ -38,6 +38,8 @@ static int trap(cuflag_client **c, cuflag_slot **s, int *efd)
 	rc = cuflag_connect(attack_daemon.sock, c);
 	if (rc)
 		return rc;
+	/* Dropped, it must not wait for a resume: a new round connects anew. */
+	CHECK_RC(cuflag_client_set_resume_timeout(*c, 0));
 	*efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	CHECK(*efd >= 0);
 	rc = cuflag_slot_acquire(*c, s);
@@ -68,20 +70,23 @@ static int one_round(struct blocking_ctl *bc)
 		n++;
 	if (n > atomic_load(&bc->sessions))
 		atomic_store(&bc->sessions, n);
+	attack_mark("%d sessions set up, then %d", n, rc);
 	if (n) {
 		for (int i = 0; i < n; i++)
 			CHECK_RC(cuflag_slot_arm(s[i], &t[i]));
 		for (int i = 0; i < n; i++)
 			sim_store(cuflag_slot_flag(s[i]), t[i]);
+		attack_mark("all %d completed", n);
 		/* Each of them is dropped, or the round is over. */
-		end = now_ns() + 3000000000ull;
+		end = cuflag_now_ns() + 3000000000ull;
 		do {
 			gone = 0;
 			for (int i = 0; i < n; i++)
 				gone += dropped_pred(c[i]);
 			usleep(5000);
-		} while (gone < n && now_ns() < end);
+		} while (gone < n && cuflag_now_ns() < end);
 		atomic_fetch_add(&bc->hung_up, gone);
+		attack_mark("%d hung up", gone);
 		if (gone)
 			atomic_fetch_add(&bc->r.dropped, 1);
 	}

@@ -89,6 +89,8 @@ static void helper_main(struct fanout *f, int efd)
 		int k = make_epolls(eps + n, n + 1000 <= BIND_EPOLLS ? 1000 : BIND_EPOLLS - n, &efd, 1);
 		n += k;
 		atomic_fetch_add(&f->watchers, k);
+		if (n % 6000 == 0)
+			attack_mark("helper %d: %d watchers", (int)getpid(), n);
 		if (k < 1000)
 			break;
 		usleep(20000);
@@ -129,8 +131,11 @@ static int one_round(struct fanout *f, int efd)
 	uint64_t end;
 
 	rc = cuflag_connect(attack_daemon.sock, &c);
+	attack_mark("connect: %d", rc);
 	if (rc)
 		return rc;
+	/* Dropped, it must not wait for a resume: a new round connects anew. */
+	CHECK_RC(cuflag_client_set_resume_timeout(c, 0));
 	n = acquire(c, s);
 	atomic_store(&f->slots, n);
 	for (int i = 0; i < n && f->bind; i++)
@@ -144,8 +149,9 @@ static int one_round(struct fanout *f, int efd)
 		neps = make_epolls(eps, NOBIND_EPOLLS, efds, n);
 		atomic_store(&f->watchers, (long)neps * n);
 	}
-	end = now_ns() + ROUND_MS * 1000000ull;
-	while (!dropped && now_ns() < end) {
+	attack_mark("%d slots, %ld watchers: advancing", n, atomic_load(&f->watchers));
+	end = cuflag_now_ns() + ROUND_MS * 1000000ull;
+	while (!dropped && cuflag_now_ns() < end) {
 		for (int i = 0; i < n; i++) {
 			uint32_t t;
 			if (cuflag_slot_arm(s[i], &t)) {
@@ -156,10 +162,12 @@ static int one_round(struct fanout *f, int efd)
 		}
 		dropped = dropped || dropped_pred(c);
 	}
+	attack_mark(dropped ? "dropped" : "round over, not dropped");
 	if (dropped)
 		atomic_fetch_add(&f->r.dropped, 1);
 	close_all(eps, neps);
 	cuflag_disconnect(c);
+	attack_mark("disconnected");
 	return 0;
 }
 
@@ -189,6 +197,7 @@ static void attacker_main(void *arg)
 	if (f->bind) {
 		neps = make_epolls(eps, BIND_EPOLLS, &efd, 1);
 		atomic_fetch_add(&f->watchers, neps);
+		attack_mark("%d epolls watch the eventfd", neps);
 	}
 	f->efd = efd;
 	rounds_run(&f->r, ROUNDS, round_fn, f);

@@ -52,20 +52,21 @@ static void idle_main(void *arg)
 {
 	static int fds[FLOOD];
 	struct flood_ctl *fc = arg;
-	uint64_t last, give_up = now_ns() + 5000000000ull;
+	uint64_t last, give_up = cuflag_now_ns() + 5000000000ull;
 	int n = 0;
 
 	/* A daemon that stopped accepting makes each connect wait: not for ever. */
 	for (int i = 0; i < FLOOD; i++) {
-		fds[i] = now_ns() < give_up ? daemon_connect_raw() : -1;
+		fds[i] = cuflag_now_ns() < give_up ? daemon_connect_raw() : -1;
 		n += fds[i] >= 0;
 	}
-	last = now_ns();
+	last = cuflag_now_ns();
 	atomic_store(&fc->opened, n);
+	attack_mark("%d connected", n);
 	usleep(300000);
 	atomic_store(&fc->open_early, count_open(fds, FLOOD));
 	/* Past the time allowed before HELLO, with a second to spare. */
-	while (now_ns() < last + (HELLO_TIMEOUT_MS + 1000) * 1000000ull)
+	while (cuflag_now_ns() < last + (HELLO_TIMEOUT_MS + 1000) * 1000000ull)
 		usleep(10000);
 	atomic_store(&fc->open_late, count_open(fds, FLOOD));
 	for (int i = 0; i < FLOOD; i++)
@@ -84,6 +85,7 @@ static void hello_main(void *arg)
 		n++;
 	atomic_store(&fc->hellos, n);
 	atomic_store(&fc->first_err, rc);
+	attack_mark("%d clients, then %d", n, rc);
 	for (int i = 0; i < 100; i++)
 		idle[i] = daemon_connect_raw();
 	usleep(300000);

@@ -66,11 +66,11 @@ static int keep_memfds(void)
 static void attacker_main(void *arg)
 {
 	struct memfd_ctl *mc = arg;
-	uint64_t end = now_ns() + 20000000000ull;
+	uint64_t end = cuflag_now_ns() + 20000000000ull;
 	long room = raise_nofile() - LOW_FDS - 16;
 	int sessions = room < SESSIONS ? (int)room : SESSIONS;
 
-	for (int i = 0; i < sessions && now_ns() < end;) {
+	for (int i = 0; i < sessions && cuflag_now_ns() < end;) {
 		cuflag_client *c;
 		int rc = cuflag_connect(attack_daemon.sock, &c);
 		if (rc == -EBUSY) { /* a rate limit: this is not the attack */
@@ -90,6 +90,8 @@ static void attacker_main(void *arg)
 		}
 		atomic_fetch_add(&mc->kept, rc);
 		atomic_store(&mc->sessions, ++i);
+		if (i % 1000 == 0)
+			attack_mark("%d sessions", i);
 	}
 	atomic_store(&mc->holding, 1);
 	wait_flag(&mc->release, 1, 60000);

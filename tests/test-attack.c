@@ -89,6 +89,7 @@ int main(int argc, char **argv)
 			continue;
 		bench_start(attacks[i].args);
 		window_open(&w, "none (baseline, 0.5 s)");
+		w.reference = 1;
 		usleep(500000);
 		window_close(&w);
 		attacks[i].run();
