@@ -401,13 +401,86 @@ static void wait_ep_put(struct cuflag_slot *s, int ep, int cached)
 		close(ep);
 }
 
+/* Spin on the flag until spin_end (ns); whether the target was reached. */
+static int spin_until(const struct cuflag_slot *s, uint32_t target, uint64_t spin_end)
+{
+	unsigned k = 0;
+
+	while (!reached(s, target)) {
+		cuflag_cpu_relax();
+		if ((++k & 15) == 0 && cuflag_now_ns() >= spin_end)
+			return reached(s, target);
+	}
+	return 1;
+}
+
+/* A waiter's view of the slot's eventfd and of the daemon connection. */
+struct waiter {
+	struct cuflag_slot *s;
+	int ep, cached;
+	uint32_t gen;       /* the slot's eventfd generation ep watches */
+	unsigned conn_gen;  /* the client's connection generation then */
+	int daemon_gone;
+	unsigned backoff_us;
+};
+
+/* (Re)make the epoll for the slot's current eventfd and connection. */
+static int waiter_watch(struct waiter *w)
+{
+	if (w->ep >= 0)
+		wait_ep_put(w->s, w->ep, w->cached);
+	w->conn_gen = atomic_load(&w->s->c->conn_gen);
+	w->ep = wait_ep_get(w->s, &w->cached, &w->gen);
+	w->daemon_gone = 0;
+	w->backoff_us = 50;
+	return w->ep < 0 ? w->ep : 0;
+}
+
+/*
+ * With no daemon: resume if one listens again (or another thread did), and
+ * go back to sleeping on the eventfd; else watch the flag with a growing
+ * sleep. 0, or the error of making the epoll.
+ */
+static int waiter_without_daemon(struct waiter *w)
+{
+	if (!cuflag__resume(w->s->c, w->conn_gen, 0) ||
+	    atomic_load(&w->s->c->conn_gen) != w->conn_gen)
+		return waiter_watch(w);
+	struct timespec ts = { 0, (long)w->backoff_us * 1000 };
+	nanosleep(&ts, NULL);
+	if (w->backoff_us < 2000)
+		w->backoff_us *= 2;
+	return 0;
+}
+
+/* Sleep on the eventfd up to ms: 0, or the error that ends the wait. */
+static int waiter_sleep(struct waiter *w, int ms)
+{
+	struct epoll_event ev[2];
+	int n = epoll_wait(w->ep, ev, 2, ms);
+
+	if (n < 0 && errno != EINTR)
+		return -errno;
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.u32 == 1)
+			w->daemon_gone = 1;
+	/* The slot's eventfd was replaced: watch the new one. */
+	if (atomic_load(&w->s->efd_gen) != w->gen) {
+		int rc = waiter_watch(w);
+		if (rc)
+			return rc;
+	}
+	if (n == 0 && w->s->cuda && w->s->c->cuda_probe)
+		return w->s->c->cuda_probe(w->s);
+	return 0;
+}
+
 CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigned spin_us,
 					int timeout_ms)
 {
+	struct waiter w = { .s = s, .ep = -1 };
 	uint64_t start, deadline = UINT64_MAX;
-	int ep, cached, rc = -ETIMEDOUT, daemon_gone = 0;
-	uint32_t gen;
-	unsigned backoff_us = 50, conn_gen;
+	int rc;
 
 	if (!s)
 		return -EINVAL;
@@ -425,25 +498,13 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 	start = cuflag_now_ns();
 	if (timeout_ms > 0)
 		deadline = start + (uint64_t)timeout_ms * 1000000u;
-	if (spin_us) {
-		uint64_t spin_end = start + (uint64_t)spin_us * 1000u;
-		unsigned k = 0;
-		while (!reached(s, target)) {
-			cuflag_cpu_relax();
-			if ((++k & 15) == 0 && cuflag_now_ns() >= spin_end)
-				break;
-		}
-		if (reached(s, target))
-			return 0;
-	}
-	conn_gen = atomic_load(&s->c->conn_gen);
-	ep = wait_ep_get(s, &cached, &gen);
-	if (ep < 0)
-		return ep;
+	if (spin_us && spin_until(s, target, start + (uint64_t)spin_us * 1000u))
+		return 0;
+	if ((rc = waiter_watch(&w)))
+		return rc;
 	for (;;) {
-		struct epoll_event ev[2];
 		uint64_t now;
-		int ms, n;
+		int ms;
 
 		/* Checked after the epoll is armed: a signal in between is an edge. */
 		if (reached(s, target)) {
@@ -452,58 +513,20 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		}
 		if ((rc = atomic_load_explicit(&s->fault, memory_order_relaxed)))
 			break;
-		rc = -ETIMEDOUT;
 		now = cuflag_now_ns();
-		if (now >= deadline)
+		if (now >= deadline) {
+			rc = -ETIMEDOUT;
 			break;
+		}
 		ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999u) / 1000000u);
 		if (s->cuda && (ms < 0 || ms > 100))
 			ms = 100; /* the CUDA binding probes its streams for faults */
-		if (daemon_gone) {
-			/* A daemon listens again: resume (or another thread did), and
-			 * sleep on the eventfd again. */
-			if (!cuflag__resume(s->c, conn_gen, 0) ||
-			    atomic_load(&s->c->conn_gen) != conn_gen) {
-				wait_ep_put(s, ep, cached);
-				ep = wait_ep_get(s, &cached, &gen);
-				if (ep < 0)
-					return ep;
-				conn_gen = atomic_load(&s->c->conn_gen);
-				daemon_gone = 0;
-				backoff_us = 50;
-				continue;
-			}
-			/* No scanner: watch the flag ourselves, with a growing sleep. */
-			struct timespec ts = { 0, (long)backoff_us * 1000 };
-			nanosleep(&ts, NULL);
-			if (backoff_us < 2000)
-				backoff_us *= 2;
-			continue;
-		}
-		n = epoll_wait(ep, ev, 2, ms);
-		if (n < 0 && errno != EINTR) {
-			rc = -errno;
+		rc = w.daemon_gone ? waiter_without_daemon(&w) : waiter_sleep(&w, ms);
+		if (rc || w.ep < 0)
 			break;
-		}
-		for (int i = 0; i < n; i++)
-			if (ev[i].data.u32 == 1)
-				daemon_gone = 1;
-		if (atomic_load(&s->efd_gen) != gen) {
-			/* The slot's eventfd was replaced: watch the new one. */
-			wait_ep_put(s, ep, cached);
-			ep = wait_ep_get(s, &cached, &gen);
-			if (ep < 0)
-				return ep;
-		}
-		if (n == 0 && s->cuda && s->c->cuda_probe) {
-			int f = s->c->cuda_probe(s);
-			if (f) {
-				rc = f;
-				break;
-			}
-		}
 	}
-	wait_ep_put(s, ep, cached);
+	if (w.ep >= 0)
+		wait_ep_put(s, w.ep, w.cached);
 	return rc;
 }
 

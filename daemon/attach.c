@@ -44,7 +44,10 @@ int req_hello(struct server *srv, struct session *s, struct request *req)
 	r.flags_off = l->flags_off;
 	r.page_size = (uint32_t)srv->dp.size;
 	r.client_id = s->id;
-	r.flags_size = srv->cfg->slab == CUFLAG_SLAB_CUDA_IPC ? (uint64_t)l->nslots * 4u : 0;
+	/* What the ATTACH reply's allocation will hold, as the client maps it. */
+	r.flags_size = srv->cfg->slab == CUFLAG_SLAB_CUDA_IPC
+			       ? slab_cuda_size((uint64_t)l->nslots * sizeof(uint32_t))
+			       : 0;
 	if ((rc = req_reply_ok(s, req, &r, sizeof(r), &srv->dp.fd, 1)))
 		return rc;
 	s->hello_done = 1;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,39 +85,135 @@ static int parse_group(const char *s, int64_t *gid)
 	return -EINVAL;
 }
 
+/* The numeric options: where each goes, and its range. */
+struct num_opt {
+	const char *name;
+	uint64_t min, max;
+	size_t off;   /* in struct cuflagd_config */
+	int wide;     /* a uint64_t field, else uint32_t */
+};
+
+#define NUM32(n, lo, hi, field) { n, lo, hi, offsetof(struct cuflagd_config, field), 0 }
+#define NUM64(n, lo, hi, field) { n, lo, hi, offsetof(struct cuflagd_config, field), 1 }
+
+static const struct num_opt num_opts[] = {
+	NUM32("max-clients", 1, 65536, max_clients),
+	NUM32("max-clients-per-uid", 1, 65536, max_clients_per_uid),
+	NUM32("max-connections-per-uid", 1, 1u << 20, max_connections_per_uid),
+	NUM32("max-slots-per-uid", 1, UINT32_MAX, max_slots_per_uid),
+	NUM32("max-pending-per-uid", 1, UINT32_MAX, max_pending_per_uid),
+	NUM32("msg-rate-per-uid", 1, 100000000, msg_rate_per_uid),
+	NUM64("hello-timeout-ms", 1, 3600000, hello_timeout_ms),
+	NUM64("write-budget-us", 100, 10000000, write_budget_us),
+	NUM32("slots-per-client", 1, 1u << 20, slots_per_client),
+	NUM32("queue-size", 2, 1u << 20, queue_size),
+	NUM64("spin-us", 0, 10000000, spin_us),
+	NUM64("pending-spin-ms", 0, 3600000, pending_spin_ms),
+	NUM64("pending-poll-us", 1, 1000000, pending_poll_us),
+	NUM32("msg-rate", 1, 100000000, msg_rate),
+};
+#define NUM_OPTS (sizeof(num_opts) / sizeof(num_opts[0]))
+
+enum { O_SOCKET = 256, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_ADMIN, O_NUM };
+
+static int parse_num(struct cuflagd_config *cfg, const struct num_opt *o, const char *arg)
+{
+	char opt[48];
+	uint64_t v;
+
+	snprintf(opt, sizeof(opt), "--%s", o->name);
+	if (parse_u64(opt, arg, o->min, o->max, &v))
+		return -EINVAL;
+	if (o->wide)
+		memcpy((char *)cfg + o->off, &v, sizeof(v));
+	else
+		memcpy((char *)cfg + o->off, &(uint32_t){ (uint32_t)v }, sizeof(uint32_t));
+	return 0;
+}
+
+/* The options that are not numbers. 0, 1 (stop: help or version printed),
+ * or -EINVAL. */
+static int parse_other(struct cuflagd_config *cfg, int c, const char *arg)
+{
+	switch (c) {
+	case O_SOCKET:
+		if (!arg[0] || strlen(arg) >= 108) {
+			fprintf(stderr, "cuflagd: --socket: path empty or too long\n");
+			return -EINVAL;
+		}
+		cfg->socket_path = arg;
+		return 0;
+	case O_SLAB:
+		if (!strcmp(arg, "memfd"))
+			cfg->slab = CUFLAG_SLAB_MEMFD;
+		else if (!strcmp(arg, "cuda-ipc"))
+			cfg->slab = CUFLAG_SLAB_CUDA_IPC;
+		else {
+			fprintf(stderr, "cuflagd: --slab: '%s' is not memfd or cuda-ipc\n", arg);
+			return -EINVAL;
+		}
+		return 0;
+	case O_LOG: {
+		int l = cuflagd_log_parse_level(arg);
+		if (l < 0) {
+			fprintf(stderr, "cuflagd: --log-level: unknown level '%s'\n", arg);
+			return -EINVAL;
+		}
+		cuflagd_log_level = l;
+		return 0;
+	}
+	case O_ADMIN:
+		return parse_group(arg, &cfg->admin_gid);
+	case O_HOOKS:
+		cfg->test_hooks = 1;
+		return 0;
+	case 'h':
+		usage(stdout);
+		return 1;
+	case O_VERSION:
+		printf("cuflagd %s (protocol %u)\n", CUFLAG_VERSION, CUFLAG_PROTO_VERSION);
+		return 1;
+	default:
+		usage(stderr);
+		return -EINVAL;
+	}
+}
+
+/* Defaults that follow from other settings, unless given. */
+static int finish(struct cuflagd_config *cfg)
+{
+	if (cfg->queue_size & (cfg->queue_size - 1)) {
+		fprintf(stderr, "cuflagd: --queue-size: %u is not a power of two\n", cfg->queue_size);
+		return -EINVAL;
+	}
+	/* A fair share by default: no user takes more than a quarter. */
+	if (!cfg->max_clients_per_uid)
+		cfg->max_clients_per_uid = cfg->max_clients / 4 ? cfg->max_clients / 4 : 1;
+	if (cfg->max_clients_per_uid > cfg->max_clients)
+		cfg->max_clients_per_uid = cfg->max_clients;
+	if (!cfg->max_connections_per_uid)
+		cfg->max_connections_per_uid = cfg->max_clients_per_uid + 8;
+	if (!cfg->msg_rate_per_uid)
+		cfg->msg_rate_per_uid = 4 * cfg->msg_rate;
+	return 0;
+}
+
 int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 {
-	enum { O_SOCKET = 256, O_MAXC, O_MAXUID, O_SLOTS, O_QUEUE, O_SPIN, O_PSPIN, O_PPOLL,
-	       O_RATE, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_CONNUID, O_SLOTSUID, O_PENDUID,
-	       O_RATEUID, O_HELLO_TO, O_ADMIN, O_BUDGET };
-	static const struct option opts[] = {
+	struct option opts[NUM_OPTS + 8] = {
 		{ "socket", required_argument, NULL, O_SOCKET },
-		{ "max-clients", required_argument, NULL, O_MAXC },
-		{ "max-clients-per-uid", required_argument, NULL, O_MAXUID },
-		{ "max-connections-per-uid", required_argument, NULL, O_CONNUID },
-		{ "max-slots-per-uid", required_argument, NULL, O_SLOTSUID },
-		{ "max-pending-per-uid", required_argument, NULL, O_PENDUID },
-		{ "msg-rate-per-uid", required_argument, NULL, O_RATEUID },
-		{ "hello-timeout-ms", required_argument, NULL, O_HELLO_TO },
-		{ "admin-group", required_argument, NULL, O_ADMIN },
-		{ "write-budget-us", required_argument, NULL, O_BUDGET },
-		{ "slots-per-client", required_argument, NULL, O_SLOTS },
-		{ "queue-size", required_argument, NULL, O_QUEUE },
-		{ "spin-us", required_argument, NULL, O_SPIN },
-		{ "pending-spin-ms", required_argument, NULL, O_PSPIN },
-		{ "pending-poll-us", required_argument, NULL, O_PPOLL },
-		{ "msg-rate", required_argument, NULL, O_RATE },
 		{ "slab", required_argument, NULL, O_SLAB },
 		{ "log-level", required_argument, NULL, O_LOG },
+		{ "admin-group", required_argument, NULL, O_ADMIN },
 		{ "test-hooks", no_argument, NULL, O_HOOKS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
-		{ 0 },
 	};
-	uint64_t v;
-	int c, per_uid_set = 0;
-	uint32_t conn_per_uid = 0, rate_per_uid = 0;
+	int c, rc;
 
+	for (size_t i = 0; i < NUM_OPTS; i++)
+		opts[7 + i] = (struct option){ num_opts[i].name, required_argument, NULL,
+					       O_NUM + (int)i };
 	*cfg = (struct cuflagd_config){
 		.max_clients = 256,
 		.slots_per_client = 1024,
@@ -133,138 +230,16 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 	};
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case O_SOCKET:
-			if (!optarg[0] || strlen(optarg) >= 108) {
-				fprintf(stderr, "cuflagd: --socket: path empty or too long\n");
-				return -EINVAL;
-			}
-			cfg->socket_path = optarg;
-			break;
-		case O_MAXC:
-			if (parse_u64("--max-clients", optarg, 1, 65536, &v))
-				return -EINVAL;
-			cfg->max_clients = (uint32_t)v;
-			break;
-		case O_MAXUID:
-			if (parse_u64("--max-clients-per-uid", optarg, 1, 65536, &v))
-				return -EINVAL;
-			cfg->max_clients_per_uid = (uint32_t)v;
-			per_uid_set = 1;
-			break;
-		case O_CONNUID:
-			if (parse_u64("--max-connections-per-uid", optarg, 1, 1u << 20, &v))
-				return -EINVAL;
-			conn_per_uid = (uint32_t)v;
-			break;
-		case O_SLOTSUID:
-			if (parse_u64("--max-slots-per-uid", optarg, 1, UINT32_MAX, &v))
-				return -EINVAL;
-			cfg->max_slots_per_uid = (uint32_t)v;
-			break;
-		case O_PENDUID:
-			if (parse_u64("--max-pending-per-uid", optarg, 1, UINT32_MAX, &v))
-				return -EINVAL;
-			cfg->max_pending_per_uid = (uint32_t)v;
-			break;
-		case O_RATEUID:
-			if (parse_u64("--msg-rate-per-uid", optarg, 1, 100000000, &v))
-				return -EINVAL;
-			rate_per_uid = (uint32_t)v;
-			break;
-		case O_HELLO_TO:
-			if (parse_u64("--hello-timeout-ms", optarg, 1, 3600000, &v))
-				return -EINVAL;
-			cfg->hello_timeout_ms = v;
-			break;
-		case O_ADMIN:
-			if (parse_group(optarg, &cfg->admin_gid))
-				return -EINVAL;
-			break;
-		case O_BUDGET:
-			if (parse_u64("--write-budget-us", optarg, 100, 10000000, &v))
-				return -EINVAL;
-			cfg->write_budget_us = v;
-			break;
-		case O_SLOTS:
-			if (parse_u64("--slots-per-client", optarg, 1, 1u << 20, &v))
-				return -EINVAL;
-			cfg->slots_per_client = (uint32_t)v;
-			break;
-		case O_QUEUE:
-			if (parse_u64("--queue-size", optarg, 2, 1u << 20, &v))
-				return -EINVAL;
-			if (v & (v - 1)) {
-				fprintf(stderr, "cuflagd: --queue-size: %s is not a power of two\n",
-					optarg);
-				return -EINVAL;
-			}
-			cfg->queue_size = (uint32_t)v;
-			break;
-		case O_SPIN:
-			if (parse_u64("--spin-us", optarg, 0, 10000000, &v))
-				return -EINVAL;
-			cfg->spin_us = v;
-			break;
-		case O_PSPIN:
-			if (parse_u64("--pending-spin-ms", optarg, 0, 3600000, &v))
-				return -EINVAL;
-			cfg->pending_spin_ms = v;
-			break;
-		case O_PPOLL:
-			if (parse_u64("--pending-poll-us", optarg, 1, 1000000, &v))
-				return -EINVAL;
-			cfg->pending_poll_us = v;
-			break;
-		case O_RATE:
-			if (parse_u64("--msg-rate", optarg, 1, 100000000, &v))
-				return -EINVAL;
-			cfg->msg_rate = (uint32_t)v;
-			break;
-		case O_SLAB:
-			if (!strcmp(optarg, "memfd"))
-				cfg->slab = CUFLAG_SLAB_MEMFD;
-			else if (!strcmp(optarg, "cuda-ipc"))
-				cfg->slab = CUFLAG_SLAB_CUDA_IPC;
-			else {
-				fprintf(stderr, "cuflagd: --slab: '%s' is not memfd or cuda-ipc\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case O_LOG: {
-			int l = cuflagd_log_parse_level(optarg);
-			if (l < 0) {
-				fprintf(stderr, "cuflagd: --log-level: unknown level '%s'\n", optarg);
-				return -EINVAL;
-			}
-			cuflagd_log_level = l;
-			break;
-		}
-		case O_HOOKS:
-			cfg->test_hooks = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		case O_VERSION:
-			printf("cuflagd %s (protocol %u)\n", CUFLAG_VERSION, CUFLAG_PROTO_VERSION);
-			return 1;
-		default:
-			usage(stderr);
-			return -EINVAL;
-		}
+		if (c >= O_NUM && c < O_NUM + (int)NUM_OPTS)
+			rc = parse_num(cfg, &num_opts[c - O_NUM], optarg);
+		else
+			rc = parse_other(cfg, c, optarg);
+		if (rc)
+			return rc;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "cuflagd: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;
 	}
-	/* A fair share by default: no user takes more than a quarter. */
-	if (!per_uid_set)
-		cfg->max_clients_per_uid = cfg->max_clients / 4 ? cfg->max_clients / 4 : 1;
-	if (cfg->max_clients_per_uid > cfg->max_clients)
-		cfg->max_clients_per_uid = cfg->max_clients;
-	cfg->max_connections_per_uid = conn_per_uid ? conn_per_uid : cfg->max_clients_per_uid + 8;
-	cfg->msg_rate_per_uid = rate_per_uid ? rate_per_uid : 4 * cfg->msg_rate;
-	return 0;
+	return finish(cfg);
 }

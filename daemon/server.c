@@ -375,12 +375,71 @@ void server_block_signals(void)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 }
 
+/* The daemon page, the closer threads and the scanner. */
+static int start_workers(struct server *srv, const struct cuflagd_config *cfg)
+{
+	struct scanner_config scfg = {
+		.spin_ns = cfg->spin_us * 1000u,
+		.pending_spin_ns = cfg->pending_spin_ms * 1000000u,
+		.pending_poll_ns = cfg->pending_poll_us * 1000u,
+		.budget = WRITE_BUDGET_DEFAULTS(cfg->write_budget_us * 1000u),
+	};
+	int rc;
+
+	rc = cuflag_region_layout_make(&srv->layout, cfg->slots_per_client, cfg->queue_size,
+				       (uint32_t)sysconf(_SC_PAGESIZE));
+	if (rc) {
+		log_err("no region layout for %u slots and a queue of %u", cfg->slots_per_client,
+			cfg->queue_size);
+		return rc;
+	}
+	rc = daemon_page_create(&srv->dp, srv->epoch);
+	if (rc) {
+		log_err("cannot create the daemon page: %s", strerror(-rc));
+		return rc;
+	}
+	rc = closer_start(&srv->closer);
+	if (rc) {
+		log_err("cannot start the closer threads: %s", strerror(-rc));
+		return rc;
+	}
+	rc = scanner_start(&srv->sc, srv->dp.page, cfg->max_clients,
+			   (uint64_t)cfg->max_clients * cfg->slots_per_client, &scfg);
+	if (rc)
+		log_err("cannot start the scanner: %s", strerror(-rc));
+	return rc;
+}
+
+/* The socket systemd passed, else one of our own on the configured path. */
+static int open_listener(struct server *srv, const struct cuflagd_config *cfg)
+{
+	srv->listen_fd = cfg->socket_path ? -1 : notify_listen_fd();
+	if (srv->listen_fd >= 0) {
+		/* Passed blocking by default; accept() must never block the loop. */
+		int fl = fcntl(srv->listen_fd, F_GETFL);
+		if (fl < 0 || fcntl(srv->listen_fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+			log_err("cannot make the passed socket non-blocking: %s", strerror(errno));
+			return -errno;
+		}
+		log_info("using the socket passed by the service manager");
+		return 0;
+	}
+	const char *path = cfg->socket_path ? cfg->socket_path : CUFLAG_DEFAULT_SOCKET;
+	srv->listen_fd = listen_on_path(srv, path);
+	if (srv->listen_fd < 0) {
+		log_err("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
+		return srv->listen_fd;
+	}
+	log_info("listening on %s", path);
+	return 0;
+}
+
 int server_init(struct server *srv, const struct cuflagd_config *cfg)
 {
 	struct sigaction sa = { .sa_handler = on_sigusr2 };
 	struct itimerspec its = { .it_interval = { 0, TICK_MS * 1000000L },
 				  .it_value = { 0, TICK_MS * 1000000L } };
-	struct scanner_config scfg;
+	struct rlimit rl;
 	sigset_t mask;
 	int rc;
 
@@ -402,36 +461,8 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	sigaction(SIGUSR2, &sa, NULL); /* no SA_RESTART: write() returns EINTR */
 	loop_signals(&mask);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
-
-	rc = cuflag_region_layout_make(&srv->layout, cfg->slots_per_client, cfg->queue_size,
-				       (uint32_t)sysconf(_SC_PAGESIZE));
-	if (rc) {
-		log_err("no region layout for %u slots and a queue of %u", cfg->slots_per_client,
-			cfg->queue_size);
+	if ((rc = start_workers(srv, cfg)))
 		return rc;
-	}
-	rc = daemon_page_create(&srv->dp, srv->epoch);
-	if (rc) {
-		log_err("cannot create the daemon page: %s", strerror(-rc));
-		return rc;
-	}
-	rc = closer_start(&srv->closer);
-	if (rc) {
-		log_err("cannot start the closer threads: %s", strerror(-rc));
-		return rc;
-	}
-	scfg = (struct scanner_config){
-		.spin_ns = cfg->spin_us * 1000u,
-		.pending_spin_ns = cfg->pending_spin_ms * 1000000u,
-		.pending_poll_ns = cfg->pending_poll_us * 1000u,
-		.budget = WRITE_BUDGET_DEFAULTS(cfg->write_budget_us * 1000u),
-	};
-	rc = scanner_start(&srv->sc, srv->dp.page, cfg->max_clients,
-			   (uint64_t)cfg->max_clients * cfg->slots_per_client, &scfg);
-	if (rc) {
-		log_err("cannot start the scanner: %s", strerror(-rc));
-		return rc;
-	}
 
 	srv->sig_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	srv->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -441,37 +472,16 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	if (timerfd_settime(srv->timer_fd, 0, &its, NULL) < 0)
 		return -errno;
 	/* The socket last: a client that can connect finds the daemon whole. */
-	srv->listen_fd = cfg->socket_path ? -1 : notify_listen_fd();
-	if (srv->listen_fd >= 0) {
-		/* Passed blocking by default; accept() must never block the loop. */
-		int fl = fcntl(srv->listen_fd, F_GETFL);
-		if (fl < 0 || fcntl(srv->listen_fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-			log_err("cannot make the passed socket non-blocking: %s", strerror(errno));
-			return -errno;
-		}
-		log_info("using the socket passed by the service manager");
-	} else {
-		const char *path = cfg->socket_path ? cfg->socket_path : CUFLAG_DEFAULT_SOCKET;
-		srv->listen_fd = listen_on_path(srv, path);
-		if (srv->listen_fd < 0) {
-			log_err("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
-			return srv->listen_fd;
-		}
-		log_info("listening on %s", path);
-	}
-	if ((rc = ep_add(srv, srv->listen_fd, &srv->tag_listen)) ||
+	if ((rc = open_listener(srv, cfg)) || (rc = ep_add(srv, srv->listen_fd, &srv->tag_listen)) ||
 	    (rc = ep_add(srv, srv->sig_fd, &srv->tag_signal)) ||
 	    (rc = ep_add(srv, srv->timer_fd, &srv->tag_timer)) ||
 	    (rc = ep_add(srv, scanner_done_fd(srv->sc), &srv->tag_scanner)))
 		return rc;
 	srv->watchdog_usec = notify_watchdog_usec();
-	{
-		struct rlimit rl;
-		srv->fd_reserve_from = INT32_MAX;
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-		    rl.rlim_cur < INT32_MAX)
-			srv->fd_reserve_from = (int)rl.rlim_cur - FD_RESERVE;
-	}
+	srv->fd_reserve_from = INT32_MAX;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < INT32_MAX)
+		srv->fd_reserve_from = (int)rl.rlim_cur - FD_RESERVE;
 	return 0;
 }
 

@@ -38,6 +38,11 @@ int slab_cuda_init(void)
 	return 0;
 }
 
+uint64_t slab_cuda_size(uint64_t need)
+{
+	return granularity ? (need + granularity - 1) / granularity * granularity : need;
+}
+
 int slab_cuda_alloc(uint64_t need, struct slab_alloc *a)
 {
 	CUmemAccessDesc acc = { .location = { .type = CU_MEM_LOCATION_TYPE_HOST_NUMA, .id = 0 },
@@ -49,7 +54,7 @@ int slab_cuda_alloc(uint64_t need, struct slab_alloc *a)
 
 	memset(a, 0, sizeof(*a));
 	a->fd = -1;
-	a->size = (need + granularity - 1) / granularity * granularity;
+	a->size = slab_cuda_size(need);
 	if ((e = cu.cuMemCreate(&h, a->size, &prop, 0)) != CUDA_SUCCESS)
 		goto fail;
 	if ((e = cu.cuMemAddressReserve(&va, a->size, 0, 0, 0)) != CUDA_SUCCESS)

@@ -20,6 +20,9 @@ struct slab_alloc {
 
 /* Load the driver, make device 0's primary context current. 0 or -errno. */
 int slab_cuda_init(void);
+/* The size of an allocation for need bytes (rounded to the granularity),
+ * which the client maps: the HELLO reply says it before the allocation. */
+uint64_t slab_cuda_size(uint64_t need);
 /* An allocation of at least need bytes, zeroed, mapped, exported. */
 int slab_cuda_alloc(uint64_t need, struct slab_alloc *a);
 void slab_cuda_free(struct slab_alloc *a);
