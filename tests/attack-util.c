@@ -112,6 +112,7 @@ pid_t spawn_user(uid_t uid, int nice_inc, void (*fn)(void *), void *arg)
 		perror("becoming the test user");
 		_exit(99);
 	}
+	errno = 0;
 	if (nice_inc && nice(nice_inc) < 0 && errno)
 		perror("nice");
 	fn(arg);
@@ -785,7 +786,10 @@ static void cgroup_enter(void)
 	fclose(f);
 	if (!cg.home[0])
 		return;
-	snprintf(cg.dir, sizeof(cg.dir), "%s/cuflagd-attack-%d", cg.home, (int)getpid());
+	/* v2 keeps processes in leaves only: ours has no controllers for its
+	 * children, the root usually has memory on for them. */
+	snprintf(cg.dir, sizeof(cg.dir), "%s/cuflagd-attack-%d", cg.v2 ? "/sys/fs/cgroup" : cg.home,
+		 (int)getpid());
 	snprintf(me, sizeof(me), "%d", (int)getpid());
 	snprintf(path, sizeof(path), "%s/%s", cg.dir, cg.v2 ? "memory.current" : "memory.usage_in_bytes");
 	if (mkdir(cg.dir, 0755) < 0 || access(path, R_OK) < 0) {
