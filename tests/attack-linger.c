@@ -151,11 +151,14 @@ void attack_linger(void)
 		wait_flag(&lc->done, k + 1, 10000);
 		usleep(HOLD_MS * 1000);
 		dropped = daemon_dropped() - w[k].dropped0;
-		snprintf(w[k].outcome, sizeof(w[k].outcome), "%s; its client %s (STATS +%llu)",
+		/* (a)'s sender hangs up after its refusal: STATS counts that too. */
+		snprintf(w[k].outcome, sizeof(w[k].outcome),
+			 "%s; requests refused: %d, clients dropped: %llu",
 			 !atomic_load(&lc->delivered[k])  ? "NOT DELIVERED"
 			 : atomic_load(&lc->lingering[k]) ? "delivered, its close lingering"
 							  : "delivered, held open",
-			 dropped ? "dropped" : "not dropped", (unsigned long long)dropped);
+			 window_log_count(&w[k], "uid=60001", "refused"),
+			 (unsigned long long)dropped);
 		if (!atomic_load(&lc->delivered[k]))
 			fail("%s: the socket never reached the daemon", names[k]);
 		/* (b) and (c) are protocol errors: those clients are dropped. */
