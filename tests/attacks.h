@@ -13,6 +13,7 @@ void attack_many_fds(void);
 void attack_flood(void);
 void attack_blocking(void);
 void attack_kept_memfds(void);
+void attack_region_twice(void);
 
 /* The attacker's rounds: connect, misbehave until dropped, again, until its
  * user is cooled down (-EBUSY). Shared by the attacks that must end so. */

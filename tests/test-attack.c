@@ -35,6 +35,7 @@ static const struct {
 	{ "flood", attack_flood, no_args },
 	{ "blocking", attack_blocking, many_sessions },
 	{ "kept-memfds", attack_kept_memfds, no_args },
+	{ "region-twice", attack_region_twice, no_args },
 };
 
 void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg)
