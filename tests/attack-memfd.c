@@ -45,15 +45,8 @@ static int keep_memfds(void)
 	int kept = 0;
 
 	for (int fd = 0; fd < LOW_FDS; fd++) {
-		char path[64], target[128];
 		struct stat st;
-		ssize_t n;
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		n = readlink(path, target, sizeof(target) - 1);
-		if (n < 0)
-			continue;
-		target[n] = 0;
-		if (strncmp(target, "/memfd:", 7) || fstat(fd, &st) || was_seen(st.st_ino))
+		if (!is_memfd_named(fd, "") || fstat(fd, &st) || was_seen(st.st_ino))
 			continue;
 		if (fcntl(fd, F_DUPFD_CLOEXEC, LOW_FDS) < 0)
 			return -errno;

@@ -25,17 +25,9 @@ struct region_ctl {
 /* This process's copy of the region memfd the library made. */
 static int find_region(void)
 {
-	for (int fd = 0; fd < 1024; fd++) {
-		char path[64], target[128];
-		ssize_t n;
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		n = readlink(path, target, sizeof(target) - 1);
-		if (n < 0)
-			continue;
-		target[n] = 0;
-		if (!strncmp(target, "/memfd:cuflag-region", 20))
+	for (int fd = 0; fd < 1024; fd++)
+		if (is_memfd_named(fd, "cuflag-region"))
 			return fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	}
 	return -ENOENT;
 }
 

@@ -143,6 +143,20 @@ int daemon_connect_raw(void)
 	return cuflag_unix_connect(attack_daemon.sock, 5);
 }
 
+int is_memfd_named(int fd, const char *name)
+{
+	char path[64], target[128], want[128];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return 0;
+	target[n] = 0;
+	snprintf(want, sizeof(want), "/memfd:%s", name);
+	return !strncmp(target, want, strlen(want));
+}
+
 /* As cuflag_send_msg(), which stops at the protocol's 64 fds. */
 int send_with_fds(int sock, const void *buf, size_t len, const int *fds, unsigned n)
 {

@@ -61,6 +61,8 @@ long raise_nofile(void);
 /* A SOCK_SEQPACKET connection to the daemon with 5 s send and receive
  * timeouts; -errno when connect fails. */
 int daemon_connect_raw(void);
+/* Whether this process's fd is a memfd whose name starts with name. */
+int is_memfd_named(int fd, const char *name);
 /* Send len bytes and n fds (up to the kernel's 253) in one message. */
 int send_with_fds(int sock, const void *buf, size_t len, const int *fds, unsigned n);
 /* Receive one message, closing any fds it carries: its length, 0 at
