@@ -19,6 +19,7 @@ void attack_region_twice(void);
  * user is cooled down (-EBUSY). Shared by the attacks that must end so. */
 struct rounds {
 	_Atomic int rounds, dropped, busy, err;
+	_Atomic int pid; /* the attacker's, as the daemon logs it */
 };
 /* Up to n rounds of round(arg) (0, or the error of its connect), stopping
  * at -EBUSY; then one more HELLO to see whether the user is cooled down. */

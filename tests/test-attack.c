@@ -40,6 +40,7 @@ static const struct {
 
 void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg)
 {
+	atomic_store(&r->pid, (int)getpid());
 	for (int i = 0; i < n; i++) {
 		int rc = round(arg);
 		atomic_fetch_add(&r->rounds, 1);
@@ -60,7 +61,11 @@ void expect_dropped_and_cooled(struct window *w, struct rounds *r)
 {
 	size_t len = strlen(w->outcome);
 	uint64_t dropped = daemon_dropped() - w->dropped0;
-	int lines = window_log_count(w, "uid=60001", "dropped");
+	char who[64];
+	int lines;
+
+	snprintf(who, sizeof(who), "pid=%d uid=%d", atomic_load(&r->pid), UID_ATTACKER);
+	lines = window_log_count(w, who, "dropped");
 
 	snprintf(w->outcome + len, sizeof(w->outcome) - len,
 		 "dropped in %d of %d rounds (STATS +%llu, %d log lines), %s",
@@ -72,7 +77,7 @@ void expect_dropped_and_cooled(struct window *w, struct rounds *r)
 	if (!atomic_load(&r->dropped) || !dropped)
 		fail("%s: the attacker was never dropped", w->name);
 	if (!lines)
-		fail("%s: no log line names the attacker's uid and its drop", w->name);
+		fail("%s: no log line names the attacker (%s) and its drop", w->name, who);
 	if (!atomic_load(&r->busy))
 		fail("%s: the attacker's user was never refused with -EBUSY (cool-down)", w->name);
 }
