@@ -21,6 +21,14 @@ struct cuflag_cuda_api {
 	CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 	CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void *);
 	CUresult (*StreamQuery)(CUstream);
+	/* Graph capture: the per-launch advance (cuda-graph.c). */
+	CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+	CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
+	CUresult (*ModuleLoadData)(CUmodule *, const void *);
+	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*ModuleUnload)(CUmodule);
+	CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+				 unsigned, unsigned, CUstream, void **, void **);
 	/* The CUDA IPC slab. */
 	CUresult (*Init)(unsigned int);
 	CUresult (*DeviceGetCount)(int *);

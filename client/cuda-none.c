@@ -36,3 +36,21 @@ CUFLAG_EXPORT int cuflag_cuda_check(cuflag_slot *s)
 	(void)s;
 	return -ENOSYS;
 }
+
+CUFLAG_EXPORT int cuflag_cuda_launched(cuflag_slot *s, void *stream, uint32_t *target);
+
+CUFLAG_EXPORT int cuflag_cuda_launched(cuflag_slot *s, void *stream, uint32_t *target)
+{
+	(void)s;
+	(void)stream;
+	(void)target;
+	return -ENOSYS;
+}
+
+CUFLAG_EXPORT int cuflag_cuda_capturing(void *stream);
+
+CUFLAG_EXPORT int cuflag_cuda_capturing(void *stream)
+{
+	(void)stream;
+	return -ENOSYS;
+}

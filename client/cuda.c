@@ -2,7 +2,8 @@
 /*
  * The CUDA binding: register the client's flag pages in each context a
  * stream signals from, enqueue the flag store on the stream, arm the slot.
- * Driver API only.
+ * A stream under graph capture gets the per-launch advance instead
+ * (cuda-graph.c). Driver API only.
  */
 #include <cuda.h>
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "client-private.h"
+#include "cuda-graph.h"
 #include "cuda-load.h"
 #include "cuflag/cuflag_cuda.h"
 
@@ -19,6 +21,8 @@ struct cuda_ctx {
 	CUcontext ctx;
 	CUdeviceptr flags_dptr;
 	int registered_here; /* this context made the registration: it undoes it */
+	struct cuflag_advance adv; /* loaded at the first signal under capture */
+	int adv_tried;
 };
 
 struct cuda_client {
@@ -47,11 +51,14 @@ static void cuda_fini(struct cuflag_client *c)
 	if (!cc)
 		return;
 	for (unsigned i = 0; i < cc->n; i++) {
-		if (!cc->ctxs[i].registered_here)
+		struct cuda_ctx *x = &cc->ctxs[i];
+		if (!x->registered_here && !x->adv.mod)
 			continue;
-		/* A context destroyed already took its registration with it. */
-		if (cuflag__cu.CtxPushCurrent(cc->ctxs[i].ctx) == CUDA_SUCCESS) {
-			(void)cuflag__cu.MemHostUnregister((void *)c->flags);
+		/* A context destroyed already took its registration and module. */
+		if (cuflag__cu.CtxPushCurrent(x->ctx) == CUDA_SUCCESS) {
+			if (x->registered_here)
+				(void)cuflag__cu.MemHostUnregister((void *)c->flags);
+			cuflag__advance_unload(&x->adv);
 			CUcontext dummy;
 			(void)cuflag__cu.CtxPopCurrent(&dummy);
 		}
@@ -72,7 +79,12 @@ static int cuda_probe(struct cuflag_slot *s)
 		return 0;
 	if (cuflag__cu.CtxPushCurrent(cs->ctx) != CUDA_SUCCESS)
 		return 0;
-	r = cuflag__cu.StreamQuery(cs->stream);
+	/* Querying a stream under capture would invalidate the capture (a
+	 * faulted context answers the capture check with its error: go on). */
+	if (cuflag__capturing(cs->stream) == 1)
+		r = CUDA_SUCCESS;
+	else
+		r = cuflag__cu.StreamQuery(cs->stream);
 	(void)cuflag__cu.CtxPopCurrent(&dummy);
 	switch (r) {
 	case CUDA_SUCCESS:
@@ -109,36 +121,57 @@ static struct cuda_client *cuda_client_get(struct cuflag_client *c)
 	return cc;
 }
 
-/*
- * The device address of the flag pages in ctx, registering them on first
- * use. PORTABLE makes one registration valid in every context, so a second
- * context usually finds it there already; either way each context's device
- * address is asked of that context and cached.
- */
-static int flags_dptr_in(struct cuflag_client *c, struct cuda_client *cc, CUcontext ctx,
-			 CUdeviceptr *out)
+/* Register the flag pages in ctx (current) and ask for their device address. */
+static int register_flags(struct cuflag_client *c, struct cuda_ctx *x)
 {
 	void *host = (void *)c->flags;
 	size_t len = c->layout.size - c->layout.flags_off;
-	CUcontext dummy;
 	CUresult r;
-	int rc = 0, here = 0;
 
 	/* An imported CUDA IPC allocation is mapped at the same address for
 	 * every device already: nothing to register. */
 	if (c->ipc_va) {
-		*out = (CUdeviceptr)c->ipc_va;
+		x->flags_dptr = (CUdeviceptr)c->ipc_va;
 		return 0;
 	}
-	pthread_mutex_lock(&cc->lock);
-	for (unsigned i = 0; i < cc->n; i++) {
-		if (cc->ctxs[i].ctx == ctx) {
-			*out = cc->ctxs[i].flags_dptr;
-			pthread_mutex_unlock(&cc->lock);
-			return 0;
-		}
+	r = cuflag__cu.MemHostRegister(host, len, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+	if (r == CUDA_SUCCESS)
+		x->registered_here = 1;
+	else if (r != CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+		return -ENODEV;
+	if (cuflag__cu.MemHostGetDevicePointer(&x->flags_dptr, host, 0) != CUDA_SUCCESS) {
+		if (x->registered_here)
+			(void)cuflag__cu.MemHostUnregister(host);
+		x->registered_here = 0;
+		return -ENODEV;
 	}
-	if (cc->n == cc->cap) {
+	return 0;
+}
+
+/*
+ * The flags' device address in ctx and, when adv is not NULL, ctx's advance
+ * kernel (adv->fn NULL when it cannot be loaded: a host function advances
+ * then). The first use in a context registers the pages; PORTABLE makes one
+ * registration valid in every context, so a second context usually finds it
+ * there already; either way each context's device address is asked of that
+ * context and cached. Set-up runs in the relaxed capture mode: the caller's
+ * stream may be under capture.
+ */
+static int ctx_get(struct cuflag_client *c, struct cuda_client *cc, CUcontext ctx,
+		   CUdeviceptr *out, struct cuflag_advance *adv)
+{
+	struct cuda_ctx *x = NULL;
+	CUstreamCaptureMode mode;
+	CUcontext dummy;
+	int rc = 0;
+
+	pthread_mutex_lock(&cc->lock);
+	for (unsigned i = 0; i < cc->n && !x; i++)
+		if (cc->ctxs[i].ctx == ctx)
+			x = &cc->ctxs[i];
+	if (x && (!adv || x->adv_tried))
+		goto found;
+	if (!x && cc->n == cc->cap) {
 		unsigned ncap = cc->cap ? cc->cap * 2 : 4;
 		struct cuda_ctx *n = realloc(cc->ctxs, ncap * sizeof(*n));
 		if (!n) {
@@ -152,21 +185,32 @@ static int flags_dptr_in(struct cuflag_client *c, struct cuda_client *cc, CUcont
 		pthread_mutex_unlock(&cc->lock);
 		return -ENODEV;
 	}
-	r = cuflag__cu.MemHostRegister(host, len, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
-	if (r == CUDA_SUCCESS)
-		here = 1;
-	else if (r != CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
-		rc = -ENODEV;
-	if (!rc && cuflag__cu.MemHostGetDevicePointer(out, host, 0) != CUDA_SUCCESS) {
-		rc = -ENODEV;
-		if (here)
-			(void)cuflag__cu.MemHostUnregister(host);
+	mode = cuflag__capture_relax();
+	if (!x) {
+		struct cuda_ctx n = { .ctx = ctx };
+		rc = register_flags(c, &n);
+		if (!rc) {
+			cc->ctxs[cc->n] = n;
+			x = &cc->ctxs[cc->n++];
+		}
 	}
+	if (!rc && adv) {
+		/* Tried once: without the kernel the host function does it. */
+		(void)cuflag__advance_load(&x->adv);
+		x->adv_tried = 1;
+	}
+	cuflag__capture_restore(mode);
 	(void)cuflag__cu.CtxPopCurrent(&dummy);
-	if (!rc)
-		cc->ctxs[cc->n++] = (struct cuda_ctx){ ctx, *out, here };
+	if (rc) {
+		pthread_mutex_unlock(&cc->lock);
+		return rc;
+	}
+found:
+	*out = x->flags_dptr;
+	if (adv)
+		*adv = x->adv;
 	pthread_mutex_unlock(&cc->lock);
-	return rc;
+	return 0;
 }
 
 static void CUDA_CB hostfn_store_run(void *arg)
@@ -181,10 +225,16 @@ static int enqueue_store(struct cuda_client *cc, struct cuflag_slot *s, CUstream
 			 CUdeviceptr dptr, uint32_t value)
 {
 	struct hostfn_store *h;
+	CUresult r;
 
 	if (!cc->force_hostfn &&
 	    cuflag__cu.StreamWriteValue32(stream, dptr, value, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS)
 		return 0;
+	/* A faulted context refuses the write as well, yet may still run a host
+	 * function, whose store would report work that never finished. */
+	r = cuflag__cu.StreamQuery(stream);
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+		return -EIO;
 	h = malloc(sizeof(*h));
 	if (!h)
 		return -ENOMEM;
@@ -197,59 +247,116 @@ static int enqueue_store(struct cuda_client *cc, struct cuflag_slot *s, CUstream
 	return 0;
 }
 
-CUFLAG_EXPORT int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *target)
+/* The slot's CUDA state, made on first need; under the slot's lock. */
+static struct cuda_slot *slot_cuda_locked(struct cuflag_slot *s)
 {
-	struct cuda_client *cc;
+	if (!s->cuda)
+		s->cuda = calloc(1, sizeof(struct cuda_slot));
+	return s->cuda;
+}
+
+/*
+ * Reserve the slot's next value, enqueue its store on stream (unless cc is
+ * NULL: the work is in flight already), publish the arm and remember stream
+ * for the fault probe, all under the slot's
+ * lock: a value is taken only once its store is on a stream, so none is ever
+ * skipped, and arms reach the daemon in value order (as cuflag_slot_arm()).
+ */
+static int arm_after(struct cuflag_slot *s, CUstream stream, CUcontext ctx,
+		     struct cuda_client *cc, CUdeviceptr dflag, uint32_t *target)
+{
 	struct cuda_slot *cs;
-	CUcontext ctx = NULL;
-	CUdeviceptr base;
 	uint32_t t;
 	int rc;
 
-	if (!s || !target)
-		return -EINVAL;
-	if (cuflag__forked(s->c))
-		return -ECHILD;
-	if (cuflag__cuda_load())
-		return -ENODEV;
-	cc = cuda_client_get(s->c);
-	if (!cc)
-		return -ENOMEM;
-	if (cuflag__cu.StreamGetCtx(stream, &ctx) != CUDA_SUCCESS || !ctx)
-		return -ENODEV;
-	rc = flags_dptr_in(s->c, cc, ctx, &base);
-	if (rc)
-		return rc;
-
-	/* Reserve, enqueue and record under the slot's lock: a value is taken
-	 * only once its store is on a stream, so none is ever skipped. */
 	pthread_mutex_lock(&s->lock);
-	cs = s->cuda;
+	cs = slot_cuda_locked(s);
 	if (!cs) {
-		cs = calloc(1, sizeof(*cs));
-		if (!cs) {
-			pthread_mutex_unlock(&s->lock);
-			return -ENOMEM;
-		}
+		pthread_mutex_unlock(&s->lock);
+		return -ENOMEM;
 	}
 	t = atomic_load_explicit(&s->next, memory_order_relaxed) + 1;
-	rc = enqueue_store(cc, s, stream, base + (CUdeviceptr)s->id * sizeof(uint32_t), t);
+	rc = cc ? enqueue_store(cc, s, stream, dflag, t) : 0;
 	if (rc) {
-		if (!s->cuda)
-			free(cs);
 		pthread_mutex_unlock(&s->lock);
 		return rc;
 	}
 	atomic_store_explicit(&s->next, t, memory_order_relaxed);
 	cs->stream = stream;
 	cs->ctx = ctx;
-	s->cuda = cs;
-	/* Under the slot's lock, as cuflag_slot_arm() does: in value order. */
 	rc = cuflag__publish(s, t);
 	pthread_mutex_unlock(&s->lock);
 	if (rc == 0)
 		*target = t;
 	return rc;
+}
+
+/* What both CUDA calls check first; 0 or the negative errno to return. */
+static int usable(struct cuflag_slot *s, const uint32_t *target)
+{
+	if (!s || !target)
+		return -EINVAL;
+	if (cuflag__forked(s->c))
+		return -ECHILD;
+	if (cuflag__cuda_load())
+		return -ENODEV;
+	return 0;
+}
+
+CUFLAG_EXPORT int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *target)
+{
+	struct cuflag_advance adv = { 0 };
+	struct cuda_client *cc;
+	CUcontext ctx = NULL;
+	CUdeviceptr base, dflag;
+	int rc, capturing;
+
+	rc = usable(s, target);
+	if (rc)
+		return rc;
+	cc = cuda_client_get(s->c);
+	if (!cc)
+		return -ENOMEM;
+	if (cuflag__cu.StreamGetCtx(stream, &ctx) != CUDA_SUCCESS || !ctx)
+		return -ENODEV;
+	capturing = cuflag__capturing(stream);
+	if (capturing < 0)
+		return capturing;
+	rc = ctx_get(s->c, cc, ctx, &base, capturing ? &adv : NULL);
+	if (rc)
+		return rc;
+	dflag = base + (CUdeviceptr)s->id * sizeof(uint32_t);
+	if (capturing) {
+		/* A fixed value would complete the slot at the first launch only.
+		 * The graph advances the flag by one per launch instead; nothing is
+		 * reserved or armed now: the arm comes with each launch. */
+		rc = cuflag__advance_enqueue(&adv, stream, dflag, s->flag, cc->force_hostfn);
+		if (rc == 0)
+			*target = 0;
+		return rc;
+	}
+	return arm_after(s, stream, ctx, cc, dflag, target);
+}
+
+CUFLAG_EXPORT int cuflag_cuda_launched(cuflag_slot *s, CUstream stream, uint32_t *target)
+{
+	CUcontext ctx = NULL;
+	int rc = usable(s, target);
+
+	if (rc)
+		return rc;
+	if (cuflag__cu.StreamGetCtx(stream, &ctx) != CUDA_SUCCESS || !ctx)
+		return -ENODEV;
+	if (!cuda_client_get(s->c))
+		return -ENOMEM;
+	return arm_after(s, stream, ctx, NULL, 0, target);
+}
+
+CUFLAG_EXPORT int cuflag_cuda_capturing(CUstream stream)
+{
+	if (cuflag__cuda_load())
+		return -ENODEV;
+	return cuflag__capturing(stream);
 }
 
 CUFLAG_EXPORT int cuflag_cuda_check(cuflag_slot *s)

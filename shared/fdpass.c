@@ -80,7 +80,8 @@ ssize_t cuflag_recv_msg(int sock, void *buf, size_t cap, int *fds, unsigned max_
 		cuflag_close_fds(all, got);
 		return n;
 	}
-	memcpy(fds, all, sizeof(int) * got);
+	if (got) /* fds may be NULL when none are allowed */
+		memcpy(fds, all, sizeof(int) * got);
 	*nfds = got;
 	return n;
 }

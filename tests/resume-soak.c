@@ -35,6 +35,7 @@ struct soak {
 	unsigned threads, burst, nslots;
 	_Atomic int stop;
 	_Atomic int failed;
+	uint64_t longest_gap_ms; /* the longest time nothing was counted, while running */
 };
 
 static uint64_t now_ms(void)
@@ -112,13 +113,21 @@ static void *counter(void *arg)
 			return NULL;
 		}
 	}
+	uint64_t last = now_ms();
+
 	while (atomic_load(&k->stop) < 2) {
 		int n = epoll_wait(ep, ev, 64, 20);
+		uint64_t now = now_ms();
+
+		/* What a restart costs the program: the pause in its completions. */
+		if (!atomic_load(&k->stop) && now - last > k->longest_gap_ms)
+			k->longest_gap_ms = now - last;
 		for (int j = 0; j < n; j++) {
 			unsigned i = ev[j].data.u32;
 			uint64_t got;
 			if (cuflag_slot_consume(k->slot[i], &got) == 0) {
 				uint64_t c = atomic_fetch_add(&k->counted[i], got) + got;
+				last = now;
 				/* More than were stored (a store may be a moment ahead of
 				 * its tally, never two): counted twice. */
 				if (c > atomic_load(&k->done[i]) + 1)
@@ -184,9 +193,10 @@ static int run_one(const char *sock, unsigned seconds, unsigned threads, unsigne
 		done += k.done[i];
 		counted += k.counted[i];
 	}
-	printf("resume-soak %d: %llu completions, %llu counted, epoch %016llx%s\n", (int)getpid(),
-	       (unsigned long long)done, (unsigned long long)counted,
-	       (unsigned long long)cuflag_client_epoch(k.c),
+	printf("resume-soak %d: %llu completions, %llu counted, longest pause %llu ms, "
+	       "epoch %016llx%s\n",
+	       (int)getpid(), (unsigned long long)done, (unsigned long long)counted,
+	       (unsigned long long)k.longest_gap_ms, (unsigned long long)cuflag_client_epoch(k.c),
 	       all_counted(&k) && !k.failed ? "" : "  NOT EXACT");
 	rc = all_counted(&k) && !k.failed ? 0 : 1;
 	cuflag_disconnect(k.c);

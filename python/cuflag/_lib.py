@@ -22,7 +22,13 @@ _PROTOTYPES = {
     "cuflag_slot_id": (ctypes.c_int, [slot_p]),
     "cuflag_slot_arm": (ctypes.c_int, [slot_p, ctypes.POINTER(ctypes.c_uint32)]),
     "cuflag_slot_wait": (ctypes.c_int, [slot_p, ctypes.c_uint32, ctypes.c_int]),
+    "cuflag_slot_wait_spin": (ctypes.c_int, [slot_p, ctypes.c_uint32, ctypes.c_uint, ctypes.c_int]),
     "cuflag_slot_consume": (ctypes.c_int, [slot_p, ctypes.POINTER(ctypes.c_uint64)]),
+    # A CUstream is a pointer; stream.handle() gives it as an int.
+    "cuflag_cuda_signal": (ctypes.c_int, [slot_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]),
+    "cuflag_cuda_launched": (ctypes.c_int, [slot_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]),
+    "cuflag_cuda_capturing": (ctypes.c_int, [ctypes.c_void_p]),
+    "cuflag_cuda_check": (ctypes.c_int, [slot_p]),
     "cuflag_client_fd": (ctypes.c_int, [client_p]),
     "cuflag_reconnect": (ctypes.c_int, [client_p]),
     "cuflag_client_epoch": (ctypes.c_uint64, [client_p]),

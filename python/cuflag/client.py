@@ -1,14 +1,24 @@
 # SPDX-License-Identifier: MIT
 """A connection to cuflagd."""
 
+import asyncio
 import ctypes
 import os
 import select
+import threading
 import weakref
 
 from . import _lib
 from . import aio
+from . import stream as _stream
 from .slot import Slot
+
+# How long synchronize() and synchronize_async() look at the flag before
+# they block, by default; an await spins only while nothing else in its loop
+# is ready and no other await of the client is outstanding. Chosen on an
+# H200 with examples/python/serve.py (docs/BENCHMARKS.md): work that
+# completes within it costs neither a daemon wake-up nor a loop turn.
+DEFAULT_SPIN_US = 50
 
 _POLL_HANGUP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
 
@@ -47,9 +57,16 @@ class Client:
     Use it as a context manager, or call close(): closing releases every
     slot the client holds. A client that is garbage-collected unclosed is
     closed then.
+
+    ``spin_us`` is the default spin budget of synchronize() and
+    synchronize_async(): how many microseconds they look at the flag
+    before they block (DEFAULT_SPIN_US when None).
     """
 
-    def __init__(self, socket_path=None):
+    def __init__(self, socket_path=None, spin_us=None):
+        if spin_us is not None and spin_us < 0:
+            raise ValueError("spin_us must be None or >= 0")
+        self.spin_us = DEFAULT_SPIN_US if spin_us is None else spin_us
         lib = _lib.lib()
         path = None if socket_path is None else os.fsencode(socket_path)
         ptr = _lib.client_p()
@@ -58,9 +75,14 @@ class Client:
         self._fd = lib.cuflag_client_fd(ptr)
         self._gone = False  # the daemon hung up (until reconnect())
         self._hangup_watches = {}  # event loop -> its reader of the fd
+        self._awaiting = 0  # awaits of its slots outstanding (they stop spins)
         # Slots are freed by the library when the client goes: keep track
         # of them so that none is used after that.
         self._slots = weakref.WeakSet()
+        # synchronize(): one slot per stream (and per event loop running at
+        # once), kept until the client closes.
+        self._streams = {}
+        self._streams_lock = threading.Lock()
         self._finalizer = weakref.finalize(self, self._conn.disconnect)
 
     def _handle(self):
@@ -164,9 +186,86 @@ class Client:
         self._slots.update(slots)
         return slots
 
+    def _stream_slot(self, handle, loop=None):
+        """The slot that synchronizes the stream: one per stream, made on
+        first need; an await from a second loop running at the same time
+        gets its own (a slot's eventfd is watched by one loop)."""
+        slot = self._streams.get(handle)
+        if slot is None or (loop is not None and aio.bound_elsewhere(slot, loop)):
+            key = handle if slot is None else (handle, loop)
+            with self._streams_lock:
+                slot = self._streams.get(key)
+                if slot is None:
+                    slot = self._streams[key] = self.acquire()
+        return slot
+
+    def _signal_stream(self, stream, loop=None):
+        """Signal the stream's slot after its queued work: (slot, target)."""
+        handle = _stream.handle(stream)
+        # A capture would record the signal into the graph, to run at its
+        # launches: not the work queued now.
+        if _lib.check(_lib.lib().cuflag_cuda_capturing(handle)):
+            raise RuntimeError("cannot synchronize a stream under graph capture")
+        slot = self._stream_slot(handle, loop)
+        return slot, slot._signal(handle)
+
+    def _spin(self, spin_us):
+        if spin_us is None:
+            return self.spin_us
+        if spin_us < 0:
+            raise ValueError("spin_us must be None or >= 0")
+        return spin_us
+
+    def synchronize(self, stream, timeout=None, spin_us=None):
+        """Block until everything queued on ``stream`` before the call has
+        finished (what the stream's own synchronize does, without a thread
+        spinning or blocking in the driver).
+
+        ``stream``: as Slot.signal() takes it (an int CUstream handle, an
+        object with ``__cuda_stream__()``, a torch, cupy or numba stream, a
+        cuda-python CUstream). ``timeout`` in seconds, None for no limit.
+        ``spin_us``: how long to look at the flag before blocking (None:
+        the client's ``spin_us``).
+
+        The client keeps one slot per stream it has seen, until it closes;
+        any number of threads may synchronize the same stream at once.
+        Raises TypeError (not a stream), RuntimeError (the stream is being
+        captured into a graph), TimeoutError, OSError(EIO) (a device fault
+        stopped the stream's work), OSError(ENODEV) (no driver, or no
+        context for the stream), or the errors of acquire().
+        """
+        spin_us = self._spin(spin_us)
+        slot, target = self._signal_stream(stream)
+        slot.wait(target, timeout, spin_us)
+
+    async def synchronize_async(self, stream, timeout=None, spin_us=None):
+        """synchronize() for the running asyncio loop: returns once
+        everything queued on ``stream`` before the call has finished.
+
+        The loop watches one eventfd per stream (one reader, kept while the
+        loop runs), whatever the number of coroutines awaiting the stream,
+        and each wakes only once its own work is done. Before it yields it
+        looks at the flag for ``spin_us`` (None: the client's ``spin_us``),
+        holding up the loop that long at most, but only while nothing else
+        in the loop is ready to run and no other await of the client is
+        outstanding (then it would hold up their completions, and the work
+        they would queue next). Errors as synchronize():
+        TimeoutError once ``timeout`` seconds pass, OSError(EIO) when a
+        device fault stopped the work (the stream is checked every 100 ms
+        while awaited).
+        """
+        spin_us = self._spin(spin_us)
+        slot, target = self._signal_stream(stream, asyncio.get_running_loop())
+        if timeout is None:
+            await aio.wait(slot, target, spin_us, sticky=True)
+            return
+        async with asyncio.timeout(timeout):
+            await aio.wait(slot, target, spin_us, sticky=True)
+
     def close(self):
         """Release every slot and hang up. Every Slot of this client is
         unusable afterwards. Closing twice is harmless."""
+        self._streams.clear()
         for slot in list(self._slots):
             slot._forget()
         for watch in list(self._hangup_watches.values()):

@@ -10,6 +10,7 @@ import weakref
 
 from . import _lib
 from . import aio
+from . import stream as _stream
 
 # A blocking wait is cut into slices this long so that Python sees signals
 # (KeyboardInterrupt) between them: the library retries its own sleep when
@@ -107,9 +108,54 @@ class Slot:
         _lib.check(_lib.lib().cuflag_slot_arm(self._handle(), ctypes.byref(target)))
         return target.value
 
-    def _poll(self, target, timeout_ms):
+    def signal(self, stream):
+        """Complete the slot's next value after all the work queued so far
+        on ``stream``: queue the flag's store on the stream, arm the slot,
+        return the value (await it with wait_async(), or wait()).
+
+        ``stream`` is an int ``CUstream`` handle (0: the legacy default
+        stream), an object with ``__cuda_stream__()``, a
+        ``torch.cuda.Stream``, a ``cupy.cuda.Stream``, a numba stream or a
+        cuda-python ``CUstream``. Anything else raises TypeError before any
+        CUDA call.
+
+        Under graph capture (``torch.cuda.graph``, ``cupy.cuda.Graph``,
+        ``cuStreamBeginCapture``) the graph records a node that advances
+        the flag by one at each launch; nothing is armed and it returns
+        None: after each launch (``graph.replay()``), ``launched(stream)``
+        arms and returns the value that launch completes.
+
+        Raises OSError with the library's errno: ENODEV (no NVIDIA driver,
+        or no CUDA context for the stream), ENOSYS (a library built without
+        CUDA), EIO (the driver refused the store).
+        """
+        return self._signal(_stream.handle(stream))
+
+    def _signal(self, handle):
+        """signal() for a handle already found."""
+        lib = _lib.lib()
+        target = ctypes.c_uint32()
+        _lib.check(lib.cuflag_cuda_signal(self._handle(), handle, ctypes.byref(target)))
+        # 0 is what a capture gives, or a timeline that wrapped around to it.
+        if target.value == 0 and _lib.check(lib.cuflag_cuda_capturing(handle)) == 1:
+            return None
+        return target.value
+
+    def launched(self, stream):
+        """After a launch, on ``stream``, of a graph into which signal() was
+        captured: arm the value that launch completes and return it. Call it
+        once per launch, in launch order. Like arm(), and it lets a wait
+        report a device fault of the launch (OSError EIO) instead of hanging.
+        ``stream`` as signal(); errors as signal() and arm()."""
+        handle = _stream.handle(stream)
+        target = ctypes.c_uint32()
+        _lib.check(_lib.lib().cuflag_cuda_launched(self._handle(), handle,
+                                                   ctypes.byref(target)))
+        return target.value
+
+    def _poll(self, target, timeout_ms, spin_us=0):
         """One library wait: True when reached, False on timeout."""
-        rc = _lib.lib().cuflag_slot_wait(self._handle(), target, timeout_ms)
+        rc = _lib.lib().cuflag_slot_wait_spin(self._handle(), target, spin_us, timeout_ms)
         if rc == -errno.ETIMEDOUT:
             return False
         _lib.check(rc)
@@ -121,15 +167,16 @@ class Slot:
         error that stopped the work (EIO: a device fault)."""
         return self._poll(target, 0)
 
-    def wait(self, target, timeout=None):
+    def wait(self, target, timeout=None, spin_us=0):
         """Block until the flag reaches ``target`` (from arm()).
 
         ``timeout`` is in seconds; None waits for ever. Returns at once,
-        without a system call, when the flag is already there. Other threads
-        run meanwhile. Raises TimeoutError, OSError(EINVAL) when ``target``
-        was never armed here, or OSError with the error that ended the wait
-        (EIO: a device fault stopped the work). Leaves the eventfd counter
-        alone.
+        without a system call, when the flag is already there; else it
+        first looks at the flag for ``spin_us`` microseconds, then sleeps
+        until the daemon signals. Other threads run meanwhile. Raises
+        TimeoutError, OSError(EINVAL) when ``target`` was never armed here,
+        or OSError with the error that ended the wait (EIO: a device fault
+        stopped the work). Leaves the eventfd counter alone.
         """
         if timeout is not None and timeout < 0:
             raise ValueError("timeout must be None or >= 0")
@@ -138,8 +185,9 @@ class Slot:
             slice_s = _WAIT_SLICE_S
             if deadline is not None:
                 slice_s = min(slice_s, max(0.0, deadline - time.monotonic()))
-            if self._poll(target, min(math.ceil(slice_s * 1000), _INT_MAX_MS)):
+            if self._poll(target, min(math.ceil(slice_s * 1000), _INT_MAX_MS), spin_us):
                 return
+            spin_us = 0
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(errno.ETIMEDOUT, "cuflag wait timed out")
 
@@ -162,16 +210,19 @@ class Slot:
             n, self._tally = self._tally, 0
         return n
 
-    async def wait_async(self, target):
+    async def wait_async(self, target, spin_us=0):
         """Wait in the running asyncio loop until the flag reaches
         ``target``; errors as wait(). Use asyncio.timeout() for a limit.
 
-        It looks at the flag first and watches the eventfd only when the
-        value has not landed yet, along with the client's connection
-        (Client.fd): should cuflagd go away, no signal comes any more, and
-        like wait() it goes on by looking at the flag itself, after sleeps
-        growing from 50 us to 2 ms."""
-        await aio.wait(self, target)
+        It looks at the flag first (for ``spin_us`` microseconds, which
+        holds up the loop that long at most) and watches the eventfd only
+        when the value has not landed yet, along with the client's
+        connection (Client.fd): should cuflagd go away, no signal comes any
+        more, and like wait() it goes on by looking at the flag itself,
+        after sleeps growing from 50 us to 2 ms. While it waits, the slot's
+        last stream is checked every 100 ms for a device fault (OSError
+        EIO), as wait() does."""
+        await aio.wait(self, target, spin_us)
 
     def completions(self):
         """An async iterator of completion counts, as consume() returns

@@ -14,8 +14,12 @@
  *   host       host stores (the simulated device) through a GPU-era client:
  *              with --slab cuda-ipc, the daemon and the client share the
  *              flags through a CUDA allocation instead of a memfd
+ *   graph      a signal captured into a CUDA graph: 1000 launches, each
+ *              armed and awaited once, through the kernel and through the
+ *              forced host function
  * Options after the scenario are passed to cuflagd (e.g. --slab cuda-ipc).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -367,6 +371,118 @@ static int test_host(void)
 	return run_children(1, host_child, 1000, 0);
 }
 
+/* ---- graph: a captured signal completes once per launch ---- */
+
+/* The graph entry points, beside gpu/cu.h's (libcuda is loaded RTLD_GLOBAL). */
+static struct {
+	__typeof__(cuStreamBeginCapture) *begin;
+	__typeof__(cuStreamEndCapture) *end;
+	__typeof__(cuGraphInstantiate) *instantiate;
+	__typeof__(cuGraphLaunch) *launch;
+	__typeof__(cuGraphExecDestroy) *exec_destroy;
+	__typeof__(cuGraphDestroy) *destroy;
+} gr;
+
+#define XSTR_(x) #x
+#define STR_(x) XSTR_(x)
+static void graph_api_load(void)
+{
+	CHECK(*(void **)&gr.begin = dlsym(RTLD_DEFAULT, STR_(cuStreamBeginCapture)));
+	CHECK(*(void **)&gr.end = dlsym(RTLD_DEFAULT, STR_(cuStreamEndCapture)));
+	CHECK(*(void **)&gr.instantiate = dlsym(RTLD_DEFAULT, STR_(cuGraphInstantiate)));
+	CHECK(*(void **)&gr.launch = dlsym(RTLD_DEFAULT, STR_(cuGraphLaunch)));
+	CHECK(*(void **)&gr.exec_destroy = dlsym(RTLD_DEFAULT, STR_(cuGraphExecDestroy)));
+	CHECK(*(void **)&gr.destroy = dlsym(RTLD_DEFAULT, STR_(cuGraphDestroy)));
+}
+
+static int graph_child(int launches, int unused)
+{
+	struct gpu_dev g;
+	CUstream cap, run;
+	CUgraph graph;
+	CUgraphExec exec;
+	CUevent done;
+	cuflag_client *c;
+	cuflag_slot *s;
+	uint32_t t, prev, first;
+	uint64_t n = 0, v;
+	int rc = gpu_load();
+	(void)unused;
+
+	if (rc)
+		return rc;
+	graph_api_load();
+	CHECK(gpu_dev_open(&g, 0) == 0);
+	CU(cu.cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+	CU(cu.cuStreamCreate(&run, CU_STREAM_NON_BLOCKING));
+	CU(cu.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
+	CHECK_RC(cuflag_connect(sock, &c));
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	first = *cuflag_slot_flag(s);
+	CHECK(cuflag_cuda_capturing(cap) == 0);
+	/* Global mode, as frameworks capture: the binding's first-use set-up
+	 * (registration, module) must not invalidate it. */
+	CU(gr.begin(cap, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	busy(&g, cap, 20000);
+	CHECK(cuflag_cuda_capturing(cap) == 1);
+	t = 1;
+	CHECK_RC(cuflag_cuda_signal(s, cap, &t));
+	CHECK(t == 0); /* nothing armed at capture */
+	CU(gr.end(cap, &graph));
+	CHECK(cuflag_cuda_capturing(cap) == 0);
+	CU(gr.instantiate(&exec, graph, 0));
+	CHECK(*cuflag_slot_flag(s) == first); /* capturing ran nothing */
+	prev = first;
+	for (int i = 0; i < launches; i++) {
+		CU(gr.launch(exec, run));
+		CU(cu.cuEventRecord(done, run));
+		CHECK_RC(cuflag_cuda_launched(s, run, &t));
+		CHECK(t == prev + 1);
+		CHECK_RC(cuflag_slot_wait(s, t, 5000));
+		/* The launch's own work ran first: the 20 us kernel is over and
+		 * the flag moved by exactly one. */
+		CHECK(*cuflag_slot_flag(s) == t);
+		CU(cu.cuEventSynchronize(done));
+		if (cuflag_slot_consume(s, &v) == 0)
+			n += v;
+		prev = t;
+	}
+	/* Plain signals after launches on the same stream carry on the timeline. */
+	CHECK_RC(cuflag_cuda_signal(s, run, &t));
+	CHECK(t == prev + 1);
+	CHECK_RC(cuflag_slot_wait(s, t, 5000));
+	for (int k = 0; k < 200 && n < (uint64_t)launches + 1; k++) {
+		struct pollfd p = { .fd = cuflag_slot_fd(s), .events = POLLIN };
+		(void)poll(&p, 1, 10);
+		if (cuflag_slot_consume(s, &v) == 0)
+			n += v;
+	}
+	CHECK(n == (uint64_t)launches + 1);
+	CHECK(*cuflag_slot_flag(s) == first + (uint32_t)launches + 1);
+	CHECK_RC(cuflag_cuda_check(s));
+	CU(gr.exec_destroy(exec));
+	CU(gr.destroy(graph));
+	cuflag_disconnect(c);
+	CU(cu.cuEventDestroy(done));
+	CU(cu.cuStreamDestroy(cap));
+	CU(cu.cuStreamDestroy(run));
+	gpu_dev_close(&g);
+	printf("graph%s: %d launches of a captured signal, each armed, awaited and counted "
+	       "once\n",
+	       getenv(CUFLAG_CUDA_FORCE_HOSTFN_ENV) ? " (host function)" : "", launches);
+	return 0;
+}
+
+static int test_graph(void)
+{
+	int rc = run_children(1, graph_child, 1000, 0);
+
+	if (rc)
+		return rc;
+	setenv(CUFLAG_CUDA_FORCE_HOSTFN_ENV, "1", 1);
+	return run_children(1, graph_child, 1000, 0);
+}
+
 static int probe_child(int unused_a, int unused_b)
 {
 	(void)unused_a;
@@ -387,6 +503,7 @@ int main(int argc, char **argv)
 		{ "fault", test_fault, { NULL } },
 		{ "reuse", test_reuse, { "--slots-per-client", "4", NULL } },
 		{ "host", test_host, { NULL } },
+		{ "graph", test_graph, { NULL } },
 	};
 	const char *extra[16];
 	struct daemon_proc d;

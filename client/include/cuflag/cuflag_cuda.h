@@ -6,6 +6,11 @@
  * after the work already enqueued on the stream, the device stores the value
  * into the slot's flag (cuStreamWriteValue32), and the slot is armed, so the
  * daemon signals the slot's eventfd when the store lands.
+ *
+ * Inside a CUDA graph, a fixed value would complete the slot at the graph's
+ * first launch only. On a stream under capture cuflag_cuda_signal() records
+ * instead a node that advances the flag by one at each launch, and the host
+ * arms once per launch with cuflag_cuda_launched().
  */
 #ifndef CUFLAG_CUFLAG_CUDA_H
 #define CUFLAG_CUFLAG_CUDA_H
@@ -32,6 +37,21 @@ extern "C" {
  * to force that path. Streams of several contexts and devices may signal
  * slots of one client.
  *
+ * On a stream under graph capture (cuStreamBeginCapture(), or a framework's
+ * capture such as torch.cuda.graph) the call records a kernel node (a host
+ * node when CUFLAG_CUDA_FORCE_HOSTFN=1 or the kernel cannot be loaded) that
+ * advances the flag by one at each launch of the graph, after the work
+ * captured before it. It reserves and arms nothing and sets *@target to 0:
+ * after each launch, cuflag_cuda_launched() arms the value that launch
+ * completes. A slot signalled so is best given to that one graph: values are
+ * armed in the order the host calls, and the advances land in the order the
+ * launches run, so the two must agree (launches of one graph, or of graphs
+ * and signals on one stream, run in the order they were made). The set-up of
+ * a first use (registration, the kernel's module) is made in the relaxed
+ * capture mode, so it does not invalidate a capture in the global mode.
+ * Launching the graph after the slot's client disconnected writes to freed
+ * memory: destroy such graphs first.
+ *
  * A device fault in the stream's context ends cuflag_slot_wait() on this
  * slot with -EIO instead of hanging (the wait checks the slot's last stream
  * with cuStreamQuery() whenever 100 ms pass without a signal); a process that
@@ -41,11 +61,43 @@ extern "C" {
  * Return: 0, or -ENOSYS (the library was built without CUDA), -EINVAL (NULL
  * argument), -ENODEV (no current context for the
  * stream, or the pages cannot be mapped for this device), -EIO (the driver
- * refused both the write and the host function; the slot is not armed),
+ * refused both the write and the host function, or the stream's context has
+ * faulted; the slot is not armed),
  * -ENOMEM, -ECHILD (the slot's client was connected by the parent of this
  * process), or an error of cuflag_slot_arm().
  */
 CUFLAG_API int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *target);
+
+/**
+ * cuflag_cuda_launched() - arm the value a graph launch completes.
+ * @stream: the stream the graph was launched on (cuGraphLaunch()), just
+ *          before this call; it becomes the stream the fault probe checks.
+ * @target: receives the value, as cuflag_slot_arm() does.
+ *
+ * For a slot whose cuflag_cuda_signal() was captured into the graph: call it
+ * once per launch (per captured signal of the slot), in launch order. It is
+ * cuflag_slot_arm() plus what lets cuflag_slot_wait() report a device fault
+ * of the launch with -EIO (cuflag_slot_arm() alone would leave the wait
+ * without a stream to check).
+ *
+ * Return: 0, or -ENOSYS (built without CUDA), -EINVAL (NULL argument),
+ * -ENODEV (no driver, or no context for the stream), -ENOMEM, -ECHILD (the
+ * slot's client was connected by the parent of this process), or an error of
+ * cuflag_slot_arm().
+ */
+CUFLAG_API int cuflag_cuda_launched(cuflag_slot *s, CUstream stream, uint32_t *target);
+
+/**
+ * cuflag_cuda_capturing() - is @stream being captured into a graph?
+ * Lets a caller that must not record into a graph (a synchronize) tell
+ * beforehand, and one that got *target 0 from cuflag_cuda_signal() tell a
+ * capture from a timeline value that wrapped to 0.
+ * Return: 1 (capturing), 0 (not capturing, or a capture that was
+ * invalidated), -ENOSYS (built without CUDA), -ENODEV (no driver, or the
+ * driver does not know the stream, e.g. the legacy stream 0 with no current
+ * context), -EIO (the stream's context has faulted).
+ */
+CUFLAG_API int cuflag_cuda_capturing(CUstream stream);
 
 /**
  * cuflag_cuda_check() - has a device fault stopped the slot's work?
