@@ -21,15 +21,16 @@
 #define HOLD_MS 1200
 
 struct fds_ctl {
-	_Atomic int cases, answered, dropped; /* plain eventfds: error reply, then hang-up */
+	_Atomic int cases, dropped, err; /* plain eventfds: error reply, then hang-up */
 	_Atomic int delivered, lingering, done, release;
 };
 
 /* type with n copies of one eventfd, on a connection after HELLO when
- * hello: 1 when answered with an error and dropped. */
+ * hello: 1 when answered with an error and dropped, 0 when not, or the
+ * negative errno of what failed before the message was sent. */
 static int refused_and_dropped(uint16_t type, unsigned n, int hello)
 {
-	int fds[KERNEL_MAX_FDS], efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), sock, st = 0;
+	int fds[KERNEL_MAX_FDS], efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), sock, st = 0, rc;
 	struct {
 		struct cuflag_msg_hdr h;
 		struct cuflag_msg_bind b;
@@ -37,31 +38,29 @@ static int refused_and_dropped(uint16_t type, unsigned n, int hello)
 	cuflag_client *c = NULL;
 	cuflag_slot *s = NULL;
 	size_t len = type == CUFLAG_MSG_BIND ? sizeof(m) : sizeof(m.h);
-	ssize_t r;
-	int ok;
 
 	CHECK(efd >= 0);
 	for (unsigned i = 0; i < n; i++)
 		fds[i] = efd;
 	if (hello) {
-		CHECK_RC(cuflag_connect(attack_daemon.sock, &c));
-		CHECK_RC(cuflag_slot_acquire(c, &s));
-		m.b.id = (uint32_t)cuflag_slot_id(s);
-		sock = cuflag_client_fd(c);
+		rc = cuflag_connect(attack_daemon.sock, &c);
+		if (!rc && (rc = cuflag_slot_acquire(c, &s)) == 0)
+			m.b.id = (uint32_t)cuflag_slot_id(s);
+		sock = c ? cuflag_client_fd(c) : -1;
 	} else {
-		sock = daemon_connect_raw();
-		CHECK(sock >= 0);
+		sock = rc = daemon_connect_raw();
 	}
 	cuflag_hdr_init(&m.h, type, (uint32_t)len, 0x7fff0002u, 0, (uint16_t)n);
-	CHECK(send_with_fds(sock, &m, len, fds, n) == 0);
+	if (rc >= 0)
+		rc = send_with_fds(sock, &m, len, fds, n);
 	close(efd);
-	r = recv_reply(sock, &st, 5000);
-	ok = r > 0 && st < 0 && hung_up(sock, 3000);
+	if (rc >= 0)
+		rc = recv_reply(sock, &st, 5000) > 0 && st < 0 && hung_up(sock, 3000);
 	if (c)
 		cuflag_disconnect(c);
-	else
+	else if (sock >= 0)
 		close(sock);
-	return ok;
+	return rc;
 }
 
 /* 252 eventfds, then the lingering socket as the 253rd. */
@@ -95,11 +94,19 @@ static void plain_main(void *arg)
 		{ CUFLAG_MSG_BIND, KERNEL_MAX_FDS, 1 },
 	};
 
-	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		atomic_fetch_add(&fc->cases, 1);
-		if (refused_and_dropped(cases[i].type, cases[i].n, cases[i].hello))
-			atomic_fetch_add(&fc->dropped, 1);
-	}
+	uint64_t end = cuflag_now_ns() + SUSTAIN_MS * 1000000ull;
+
+	do {
+		for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			int rc = refused_and_dropped(cases[i].type, cases[i].n, cases[i].hello);
+			if (rc < 0) {
+				atomic_store(&fc->err, rc);
+				return;
+			}
+			atomic_fetch_add(&fc->cases, 1);
+			atomic_fetch_add(&fc->dropped, rc);
+		}
+	} while (cuflag_now_ns() < end);
 }
 
 static void linger_main(void *arg)
@@ -121,13 +128,18 @@ void attack_many_fds(void)
 	uint64_t dropped;
 	pid_t pid;
 
-	window_open(&w, "65 and 253 eventfds on STATS and BIND");
-	attacker_run(w.name, 0, plain_main, fc, 30000);
+	window_open(&w, "65 and 253 eventfds on STATS and BIND, again and again for 1 s");
+	attacker_run(w.name, 19, plain_main, fc, 30000);
 	dropped = daemon_dropped() - w.dropped0;
-	snprintf(w.outcome, sizeof(w.outcome), "%d of %d answered with an error and dropped "
-		 "(STATS +%llu)", atomic_load(&fc->dropped), atomic_load(&fc->cases),
-		 (unsigned long long)dropped);
-	if (atomic_load(&fc->dropped) != atomic_load(&fc->cases) || dropped < 4)
+	snprintf(w.outcome, sizeof(w.outcome),
+		 "%d of %d answered with an error and dropped (STATS +%llu)%s%s",
+		 atomic_load(&fc->dropped), atomic_load(&fc->cases), (unsigned long long)dropped,
+		 atomic_load(&fc->err) ? "; then a connect failed: " : "",
+		 atomic_load(&fc->err) ? strerror(-atomic_load(&fc->err)) : "");
+	if (atomic_load(&fc->cases) < 4)
+		fail("%s: the attacker could not send its messages", w.name);
+	if (atomic_load(&fc->dropped) != atomic_load(&fc->cases) ||
+	    dropped < (uint64_t)atomic_load(&fc->cases))
 		fail("%s: every such message must get an error reply and a drop", w.name);
 	window_close(&w);
 

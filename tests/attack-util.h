@@ -33,6 +33,9 @@
 /* What the daemon is told its watchdog is (WATCHDOG_USEC): it pings at half
  * of it; a gap between two pings longer than this is a miss. */
 #define WATCHDOG_MS 2000
+/* An attack over in a few ms is repeated for this long, so that its window
+ * holds enough wakes for a p99 (over fewer than 100 it is just the max). */
+#define SUSTAIN_MS 1000
 /* Daemon memory "back to baseline": within this, for allocator slack. */
 #define MEM_SLACK_KB (8 * 1024)
 
