@@ -718,6 +718,54 @@ static double watchdog_gap_ms(uint64_t t0, uint64_t t1)
 	return (double)gap / 1e6;
 }
 
+/*
+ * A control: a thread of the test that sleeps 1 ms again and again and
+ * notes by how much it overslept. It has nothing to do with the daemon: a
+ * stall it sees at the time of the victim's slowest wake is the machine's.
+ */
+#define STALLS_MAX 4096
+static struct {
+	pthread_t thread;
+	_Atomic int stop;
+	_Atomic uint32_t n;
+	struct {
+		uint64_t t0, ns;
+	} e[STALLS_MAX];
+} ctl_stalls;
+
+static void *control_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&ctl_stalls.stop)) {
+		uint64_t t0 = cuflag_now_ns(), late;
+		usleep(1000);
+		late = cuflag_now_ns() - t0;
+		late = late > 1000000u ? late - 1000000u : 0;
+		uint32_t i = atomic_load(&ctl_stalls.n);
+		if (late > 2000000u && i < STALLS_MAX) {
+			ctl_stalls.e[i].t0 = t0;
+			ctl_stalls.e[i].ns = late;
+			atomic_store(&ctl_stalls.n, i + 1);
+		}
+	}
+	return NULL;
+}
+
+/* The control's longest oversleep in [t0, t1] (0 if none over 2 ms). */
+static uint64_t control_worst(uint64_t t0, uint64_t t1, uint64_t *at)
+{
+	uint32_t n = atomic_load(&ctl_stalls.n);
+	uint64_t worst = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (ctl_stalls.e[i].t0 >= t0 && ctl_stalls.e[i].t0 <= t1 &&
+		    ctl_stalls.e[i].ns > worst) {
+			worst = ctl_stalls.e[i].ns;
+			*at = ctl_stalls.e[i].t0;
+		}
+	return worst;
+}
+
 /* ---------------------------------------------------------------- */
 /* The daemon's memory cgroup                                        */
 /* ---------------------------------------------------------------- */
@@ -987,6 +1035,7 @@ void bench_start(const char *const *daemon_args)
 	victim_pid = spawn_user(UID_VICTIM, 0, victim_init, NULL);
 	bystander_pid = spawn_user(UID_BYSTANDER, 0, bystander_init, NULL);
 	CHECK(pthread_create(&admin_thread, NULL, admin_main, NULL) == 0);
+	CHECK(pthread_create(&ctl_stalls.thread, NULL, control_main, NULL) == 0);
 	if (!wait_until(warmed_up, NULL, 10000)) {
 		fprintf(stderr, "the victim or a probe did not start (victim failed: %d, %u "
 				"samples)\n",
@@ -1031,6 +1080,8 @@ int bench_finish(void)
 	if (!wait_until(stopped, &bystander_pid, 6000))
 		child_wait(bystander_pid, 0);
 	pthread_join(admin_thread, NULL);
+	atomic_store(&ctl_stalls.stop, 1);
+	pthread_join(ctl_stalls.thread, NULL);
 	if (atomic_load(&victim->failed))
 		fail("the victim failed (step %d)", atomic_load(&victim->failed));
 	if (daemon_running()) {
@@ -1178,7 +1229,12 @@ void window_close(struct window *w)
 		fail("%s: the daemon's cgroup holds %ld kB (shmem %ld kB), %ld kB before", w->name,
 		     m.cg_kb, m.cg_shmem_kb, base.mem.cg_kb);
 	if (failures > w->failures0 || getenv("ATTACK_VERBOSE")) {
+		uint64_t at = 0, stall = control_worst(w->t0, w->t1, &at);
 		printf("  victim's slowest wake from +%.1f ms\n", (double)(v.max_t0 - w->t0) / 1e6);
+		if (stall)
+			printf("  a control thread of the test (sleeping 1 ms at a time, nothing to "
+			       "do with the daemon) overslept by up to %.1f ms (from +%.1f ms)\n",
+			       (double)stall / 1e6, (double)(at - w->t0) / 1e6);
 		print_marks(w);
 	}
 }
