@@ -6,7 +6,8 @@
  *   (b) with a malformed message (STATS carrying an fd),
  *   (c) queued on a client socket behind a message that gets the client
  *       dropped, so that the daemon never reads it and the fd goes when the
- *       connection's socket is closed.
+ *       connection's socket is closed;
+ *   (d) eight of them at once, more than the daemon's closer threads.
  * Whoever closes it waits up to ten minutes. While it lingers, others must
  * be served within 1 s, and at the end SIGTERM must stop the daemon within
  * TARGET_STOP_MS with the last one still lingering.
@@ -23,7 +24,10 @@
 
 /* Long enough for several rounds of every probe (every 100 ms). */
 #define HOLD_MS 1200
-#define VARIANTS 3
+#define VARIANTS 4
+/* (d): more lingering sockets at once than the daemon has closer threads
+ * (4): a close queued behind them must still happen. */
+#define MANY 8
 
 struct linger_ctl {
 	_Atomic int start, done, release;
@@ -96,20 +100,25 @@ static void send_queued(int sock, void *arg)
 		_exit(1);
 }
 
-static void (*const senders[VARIANTS])(int, void *) = { send_bind, send_malformed, send_queued };
+static void (*const senders[VARIANTS])(int, void *) = { send_bind, send_malformed, send_queued,
+							  send_malformed };
+static const int counts[VARIANTS] = { 1, 1, 1, MANY };
 
 static void attacker_main(void *arg)
 {
 	struct linger_ctl *lc = arg;
 
 	for (int k = 0; k < VARIANTS; k++) {
-		struct linger_conn l;
+		struct linger_conn l[MANY];
 		wait_flag(&lc->start, k + 1, 60000);
-		atomic_store(&lc->delivered[k], linger_deliver(&l, senders[k], NULL));
-		atomic_store(&lc->lingering[k], linger_lingering(&l));
+		for (int i = 0; i < counts[k]; i++) {
+			atomic_fetch_add(&lc->delivered[k], linger_deliver(&l[i], senders[k], NULL));
+			atomic_fetch_add(&lc->lingering[k], linger_lingering(&l[i]));
+		}
 		atomic_store(&lc->done, k + 1);
 		wait_flag(&lc->release, k + 1, 60000);
-		linger_release(&l);
+		for (int i = 0; i < counts[k]; i++)
+			linger_release(&l[i]);
 	}
 }
 
@@ -133,6 +142,7 @@ static const char *const names[VARIANTS] = {
 	"lingering TCP socket as the fd of a valid BIND",
 	"lingering TCP socket with a malformed message (STATS + fd)",
 	"lingering TCP socket queued behind a message that drops the client",
+	"8 lingering TCP sockets at once (malformed messages), more than the closer threads",
 };
 
 void attack_linger(void)
@@ -153,15 +163,14 @@ void attack_linger(void)
 		dropped = daemon_dropped() - w[k].dropped0;
 		/* (a)'s sender hangs up after its refusal: STATS counts that too. */
 		snprintf(w[k].outcome, sizeof(w[k].outcome),
-			 "%s; requests refused: %d, clients dropped: %llu",
-			 !atomic_load(&lc->delivered[k])  ? "NOT DELIVERED"
-			 : atomic_load(&lc->lingering[k]) ? "delivered, its close lingering"
-							  : "delivered, held open",
+			 "%d of %d delivered, %d of them lingering in a close; requests refused: "
+			 "%d, clients dropped: %llu",
+			 atomic_load(&lc->delivered[k]), counts[k], atomic_load(&lc->lingering[k]),
 			 window_log_count(&w[k], "uid=60001", "refused"),
 			 (unsigned long long)dropped);
-		if (!atomic_load(&lc->delivered[k]))
-			fail("%s: the socket never reached the daemon", names[k]);
-		/* (b) and (c) are protocol errors: those clients are dropped. */
+		if (atomic_load(&lc->delivered[k]) != counts[k])
+			fail("%s: not every socket reached the daemon", names[k]);
+		/* (b), (c) and (d) are protocol errors: those clients are dropped. */
 		if (k > 0 && !dropped)
 			fail("%s: its client was not dropped", names[k]);
 		window_close(&w[k]);
