@@ -9,7 +9,9 @@
  *   fanout-nobind:  many epolls each watching every daemon-made eventfd of
  *                   one client;
  *   fanout-helpers: the first, with helper processes of the same user
- *                   adding watchers while the flags advance.
+ *                   adding watchers while the flags advance;
+ *   fanout-group:   1024 slots of one group, whose one eventfd sits in as
+ *                   many epolls (the scanner writes it once a pass).
  * The attacker advances every flag as fast as it can, reconnects when
  * dropped, and goes on until its user is refused (cooled down).
  */
@@ -45,9 +47,12 @@
 /* A round the daemon does not end by itself ends here. */
 #define ROUND_MS 1500
 
+enum fanout_mode { BIND, NOBIND, GROUP };
+
 struct fanout {
 	struct rounds r;
-	int bind, helpers, efd;
+	enum fanout_mode mode;
+	int helpers, efd;
 	_Atomic int stop;
 	_Atomic long watchers;
 	_Atomic int slots;
@@ -99,17 +104,21 @@ static void helper_main(struct fanout *f, int efd)
 		usleep(10000);
 }
 
-/* Acquire up to SLOTS slots, in batches, as many as the daemon grants. */
-static int acquire(cuflag_client *c, cuflag_slot **s)
+/* The epolls that watch the one eventfd (BIND) or the group's (GROUP). */
+static int watch_eps[BIND_EPOLLS], nwatch;
+
+/* Acquire up to SLOTS slots, of group g when there is one, in batches, as
+ * many as the daemon grants. */
+static int acquire(cuflag_client *c, cuflag_group *g, cuflag_slot **s)
 {
 	int n = 0;
 
 	while (n < SLOTS) {
-		if (cuflag_slots_acquire(c, 64, s + n))
+		if (g ? cuflag_group_slots_acquire(g, 64, s + n) : cuflag_slots_acquire(c, 64, s + n))
 			break;
 		n += 64;
 	}
-	while (n < SLOTS && cuflag_slot_acquire(c, &s[n]) == 0)
+	while (n < SLOTS && (g ? cuflag_group_slot_acquire(g, &s[n]) : cuflag_slot_acquire(c, &s[n])) == 0)
 		n++;
 	return n;
 }
@@ -127,6 +136,7 @@ static int one_round(struct fanout *f, int efd)
 	static cuflag_slot *s[SLOTS];
 	static int efds[SLOTS], eps[NOBIND_EPOLLS];
 	cuflag_client *c;
+	cuflag_group *g = NULL;
 	int n, neps = 0, rc, dropped = 0;
 	uint64_t end;
 
@@ -136,14 +146,22 @@ static int one_round(struct fanout *f, int efd)
 		return rc;
 	/* Dropped, it must not wait for a resume: a new round connects anew. */
 	CHECK_RC(cuflag_client_set_resume_timeout(c, 0));
-	n = acquire(c, s);
+	if (f->mode == GROUP && (rc = cuflag_group_create(c, &g))) {
+		cuflag_disconnect(c);
+		return rc;
+	}
+	n = acquire(c, g, s);
 	atomic_store(&f->slots, n);
-	for (int i = 0; i < n && f->bind; i++)
+	for (int i = 0; i < n && f->mode == BIND; i++)
 		if ((rc = cuflag_slot_bind_eventfd(s[i], efd))) {
 			n = i;
 			break;
 		}
-	if (!f->bind) {
+	for (int i = 0; i < nwatch && g; i++) {
+		struct epoll_event ev = { .events = EPOLLIN };
+		CHECK(epoll_ctl(watch_eps[i], EPOLL_CTL_ADD, cuflag_group_fd(g), &ev) == 0);
+	}
+	if (f->mode == NOBIND) {
 		for (int i = 0; i < n; i++)
 			efds[i] = cuflag_slot_fd(s[i]);
 		neps = make_epolls(eps, NOBIND_EPOLLS, efds, n);
@@ -179,10 +197,9 @@ static int round_fn(void *arg)
 
 static void attacker_main(void *arg)
 {
-	static int eps[BIND_EPOLLS];
 	struct fanout *f = arg;
 	pid_t helpers[HELPERS];
-	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), neps = 0;
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
 	CHECK(efd >= 0);
 	for (int i = 0; i < f->helpers; i++) {
@@ -194,25 +211,26 @@ static void attacker_main(void *arg)
 			_exit(0);
 		}
 	}
-	if (f->bind) {
-		neps = make_epolls(eps, BIND_EPOLLS, &efd, 1);
-		atomic_fetch_add(&f->watchers, neps);
-		attack_mark("%d epolls watch the eventfd", neps);
+	if (f->mode != NOBIND) {
+		/* GROUP: empty for now; each round adds its group's eventfd. */
+		nwatch = make_epolls(watch_eps, BIND_EPOLLS, &efd, f->mode == BIND);
+		atomic_fetch_add(&f->watchers, nwatch);
+		attack_mark("%d epolls made", nwatch);
 	}
 	f->efd = efd;
 	rounds_run(&f->r, ROUNDS, round_fn, f);
 	atomic_store(&f->stop, 1);
 	for (int i = 0; i < f->helpers; i++)
 		waitpid(helpers[i], NULL, 0);
-	close_all(eps, neps);
+	close_all(watch_eps, nwatch);
 }
 
-static void fanout(const char *name, int bind, int helpers)
+static void fanout(const char *name, enum fanout_mode mode, int helpers)
 {
 	struct fanout *f = shm_alloc(sizeof(*f));
 	struct window w;
 
-	f->bind = bind;
+	f->mode = mode;
 	f->helpers = helpers;
 	window_open(&w, name);
 	attacker_run(name, 19, attacker_main, f, 30000);
@@ -224,15 +242,20 @@ static void fanout(const char *name, int bind, int helpers)
 
 void attack_fanout_bind(void)
 {
-	fanout("fan-out, 1024 slots BOUND to one eventfd in 18 000 epolls", 1, 0);
+	fanout("fan-out, 1024 slots BOUND to one eventfd in 18 000 epolls", BIND, 0);
 }
 
 void attack_fanout_nobind(void)
 {
-	fanout("fan-out without BIND, 256 epolls x every slot eventfd", 0, 0);
+	fanout("fan-out without BIND, 256 epolls x every slot eventfd", NOBIND, 0);
 }
 
 void attack_fanout_helpers(void)
 {
-	fanout("fan-out BOUND, 4 helper processes adding watchers", 1, HELPERS);
+	fanout("fan-out BOUND, 4 helper processes adding watchers", BIND, HELPERS);
+}
+
+void attack_fanout_group(void)
+{
+	fanout("fan-out, 1024 slots of a GROUP whose eventfd is in 18 000 epolls", GROUP, 0);
 }

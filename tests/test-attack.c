@@ -30,6 +30,7 @@ static const struct {
 	{ "fanout-bind", attack_fanout_bind, no_args },
 	{ "fanout-nobind", attack_fanout_nobind, no_args },
 	{ "fanout-helpers", attack_fanout_helpers, no_args },
+	{ "fanout-group", attack_fanout_group, no_args },
 	{ "linger", attack_linger, no_args },
 	{ "many-fds", attack_many_fds, no_args },
 	{ "flood", attack_flood, no_args },
