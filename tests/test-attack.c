@@ -6,8 +6,9 @@
  * docs/RELIABILITY.md) and fails when a target is missed: the victim's wake
  * p99 <= 5 ms and max <= 100 ms, root's `cuflagctl status` and another
  * user's HELLO answered within 1 s, no watchdog ping missed, the daemon's
- * fds and memory back to where they were, and the attacker dropped or
- * cooled down where it misbehaved. Needs root (exit 77 otherwise).
+ * fds and memory back to where they were, SIGTERM obeyed within 2 s, and
+ * the attacker dropped or cooled down where it misbehaved. Needs root (exit
+ * 77 otherwise). ATTACK_VERBOSE=1 prints the attacker's timeline always.
  */
 #include <errno.h>
 #include <string.h>
