@@ -1,13 +1,15 @@
 #!/bin/sh
 # Build cuflag and run every test suite. Run as root on a fresh Debian 12
 # machine: it installs what is missing first.
-#   scripts/test.sh            every suite (gpu tests skip without a GPU), then
+#   scripts/test.sh            every suite (gpu tests skip without a GPU; the
+#                              attack suite runs here only, one test at a
+#                              time, as its figures are wake times), then
 #                              the boot tests under systemd as PID 1 (the
-#                              tree as meson installs it, and the Debian
-#                              packages, lintian-clean, installed with apt),
-#                              then the unit, integration, fuzz and example
-#                              suites again under AddressSanitizer+UBSan and
-#                              under ThreadSanitizer
+#                              tree as meson installs it, restarts, and the
+#                              Debian packages, lintian-clean, installed with
+#                              apt), then the unit, integration, fuzz and
+#                              example suites again under AddressSanitizer+UBSan
+#                              and under ThreadSanitizer
 #   QUICK=1 scripts/test.sh    the plain build only
 #   BUILD=dir scripts/test.sh  another build directory (sanitizer builds go
 #                              to dir-asan and dir-tsan, the build without
