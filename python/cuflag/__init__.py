@@ -16,10 +16,11 @@ TimeoutError, ... where Python has a subclass for it).
 
 from . import _lib
 from ._lib import library_path
-from .client import DEFAULT_SPIN_US, Client
+from .client import DEFAULT_RESUME_TIMEOUT_S, DEFAULT_SPIN_US, Client
 from .slot import Slot
 
-__all__ = ["Client", "Slot", "DEFAULT_SPIN_US", "library_path", "library_version"]
+__all__ = ["Client", "Slot", "DEFAULT_RESUME_TIMEOUT_S", "DEFAULT_SPIN_US", "library_path",
+           "library_version"]
 
 
 def library_version():
