@@ -10,8 +10,12 @@ linker's search path, or its soname libcuflag-client.so.0)::
         ...                      # the GPU stores target into the flag
         slot.wait(target)        # or: await slot.wait_async(target)
 
+When cuflagd restarts, the client resumes by itself (blocking calls and
+awaits alike) and counts every completion exactly once; see Client.
+
 Errors from the library are OSError with its errno (FileNotFoundError,
-TimeoutError, ... where Python has a subclass for it).
+TimeoutError, ... where Python has a subclass for it; ENOTCONN, the daemon
+gone past the client's resume timeout, is a ConnectionError).
 """
 
 from . import _lib

@@ -150,16 +150,16 @@ class Client:
         """How long, in seconds, a call that finds the daemon gone waits for
         one to come back before it raises ConnectionError(ENOTCONN): an
         acquire, an arm that finds the arm queue full, an iteration of
-        completions(). None waits for ever. Waits (wait(), wait_async(),
-        synchronize()) are not bounded by it: they look at the flag
-        meanwhile. Settable at any time."""
+        completions(). None (or inf) waits for ever. Waits (wait(),
+        wait_async(), synchronize()) are not bounded by it: they look at
+        the flag meanwhile. Settable at any time."""
         return self._resume_timeout
 
     @resume_timeout.setter
     def resume_timeout(self, seconds):
         ms = _resume_ms(seconds)
         _lib.check(_lib.lib().cuflag_client_set_resume_timeout(self._handle(), ms))
-        self._resume_timeout = None if seconds is None else float(seconds)
+        self._resume_timeout = None if ms < 0 else float(seconds)
 
     @property
     def fd(self):
@@ -327,7 +327,9 @@ class Client:
         they would queue next). Errors as synchronize():
         TimeoutError once ``timeout`` seconds pass, OSError(EIO) when a
         device fault stopped the work (the stream is checked every 100 ms
-        while awaited).
+        while awaited). It carries on across daemon restarts, as
+        Slot.wait_async() does; the signal is an arm(), which blocks while
+        the daemon is away and the arm queue is full.
         """
         spin_us = self._spin(spin_us)
         slot, target = self._signal_stream(stream, asyncio.get_running_loop())
@@ -359,8 +361,9 @@ class Client:
 
 
 def _resume_ms(seconds):
-    """A resume timeout in seconds (None: for ever) in the library's ms."""
-    if seconds is None:
+    """A resume timeout in seconds (None or inf: for ever) in the library's
+    ms (-1: for ever)."""
+    if seconds is None or seconds == math.inf:
         return -1
     if not seconds >= 0:  # NaN too
         raise ValueError("resume_timeout must be None or >= 0")

@@ -75,8 +75,9 @@ class HangupTest(unittest.TestCase):
 
     def test_resume_timeout(self):
         self.assertEqual(self.client.resume_timeout, RESUME_TIMEOUT_S)
-        self.client.resume_timeout = None
-        self.assertIsNone(self.client.resume_timeout)
+        for forever in (None, float("inf")):
+            self.client.resume_timeout = forever
+            self.assertIsNone(self.client.resume_timeout)
         self.client.resume_timeout = 1
         self.assertEqual(self.client.resume_timeout, 1.0)
         for bad in (-1, float("nan")):
