@@ -35,6 +35,7 @@ _RESUME_SPACING_S = 0.025
 # What a resume answers when no attempt will mend it: the daemon that came
 # back has another region layout, or another slab, or protocol.
 _RESUME_FATAL = (-errno.ESTALE, -errno.EOPNOTSUPP, -errno.EPROTONOSUPPORT)
+_RESUME_FATAL_SPACING_S = 1.0
 _POLL_HANGUP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
 # While something awaits a slot, its last stream is checked this often for
 # a device fault, which stops the flag for good (as cuflag_slot_wait does).
@@ -291,11 +292,13 @@ class _Hangup(_Reader):
             self._start_resumer()
 
     def _start_resumer(self):
-        if self.resumer is None and self.error is None and self.waiters:
+        if self.resumer is None and self.waiters:
             self.resumer = self.loop.create_task(self._resume())
 
     async def _resume(self):
-        """While gone and awaited: a resume attempt every _RESUME_SPACING_S."""
+        """While gone and awaited: a resume attempt every _RESUME_SPACING_S
+        (every _RESUME_FATAL_SPACING_S once the daemon that came back
+        refused the client: only another daemon will take it)."""
         try:
             while self.gone and not self.closed:
                 if self._moved():
@@ -304,14 +307,13 @@ class _Hangup(_Reader):
                 if not self.waiters:
                     return  # started again by the next waiter
                 rc = await self.loop.run_in_executor(None, self.client._try_resume)
-                if rc in _RESUME_FATAL:
-                    # Another layout: no attempt will mend it.
-                    self.error = _lib.error(-rc)
-                    self._wake()
-                    return
                 if rc == 0:
                     continue  # found moved at the top
-                await asyncio.sleep(_RESUME_SPACING_S)
+                if rc in _RESUME_FATAL and self.error is None:
+                    self.error = _lib.error(-rc)
+                    self._wake()
+                await asyncio.sleep(_RESUME_SPACING_S if self.error is None
+                                    else _RESUME_FATAL_SPACING_S)
         finally:
             self.resumer = None
 

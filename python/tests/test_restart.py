@@ -211,32 +211,43 @@ class RestartTest(unittest.TestCase):
 
     def test_other_layout(self):
         """A daemon with another layout cannot take the region: acquire()
-        and completions() raise ESTALE; a wait goes on with the flag."""
+        and completions() raise ESTALE; a wait goes on with the flag, and
+        the loop resumes with a daemon of the right layout once one is
+        back."""
         slot = self.client.acquire()
         target = slot.arm()
-        start = self.restart_daemon()
+        self.restart_daemon()
         self.daemon = Daemon("--queue-size", "16", directory=self.daemon.dir)
         self.addCleanup(self.daemon.stop)
-        with self.assertRaises(OSError) as cm:
-            self.client.acquire()
-        self.assertEqual(cm.exception.errno, errno.ESTALE)
-        with self.assertRaises(OSError) as cm:
-            self.client.reconnect()
-        self.assertEqual(cm.exception.errno, errno.ESTALE)
+        for call in (self.client.acquire, self.client.reconnect):
+            with self.assertRaises(OSError) as cm:
+                call()
+            self.assertEqual(cm.exception.errno, errno.ESTALE)
 
         async def main():
-            loop = asyncio.get_running_loop()
             with self.assertRaises(OSError) as cm:
                 async with asyncio.timeout(TIMEOUT_S):
                     async for _ in slot.completions():
                         pass
             self.assertEqual(cm.exception.errno, errno.ESTALE)
-            loop.call_later(0.05, slot.store, target)
+            waiter = asyncio.create_task(slot.wait_async(target))
+            await asyncio.sleep(0.05)
+            self.assertFalse(waiter.done())
+            epoch = self.client.epoch
+            self.start_later(self.restart_daemon(self.daemon.stop), 0)
+            async with asyncio.timeout(TIMEOUT_S * 2):
+                while self.client.epoch == epoch:
+                    await asyncio.sleep(0.01)
+            slot.store(target)
+            counts = []
             async with asyncio.timeout(TIMEOUT_S):
-                await slot.wait_async(target)
+                await waiter
+                async for n in slot.completions():
+                    counts.append(n)
+                    break
+            self.assertEqual(counts, [1])
 
         asyncio.run(main())
-        del start
         slot.release()
 
     def test_reconnect(self):
