@@ -454,19 +454,28 @@ async def wait(slot, target, spin_us=0, sticky=False):
 async def completions(slot):
     """Slot.completions(): counts as consume() returns them. While the
     daemon is gone it waits for the resume, up to the client's resume
-    timeout, then raises ConnectionError(ENOTCONN)."""
+    timeout, then raises ConnectionError(ENOTCONN).
+
+    After the first consume() the library is not asked again from the loop:
+    the slot's watch reads the counter into the tally at each doorbell, and
+    a count is taken from there. A consume() that finds nothing while the
+    daemon is away tries to resume, and that attempt would block the loop
+    on a listener that has not answered yet (a socket unit while the daemon
+    restarts); the loop's own attempts run in a worker thread."""
     client = slot._client
     loop = asyncio.get_running_loop()
     deadline = None  # while the daemon is gone: when to give up
+    n = slot.consume()
     while True:
-        n = slot.consume()
         if n:
             yield n
+            n = slot._take()
             continue
         hangup = _hangup_watch(client, loop, False)
         if not hangup.gone:
             deadline = None
             await _next_signal(slot, hangup)
+            n = slot._take()
             continue
         if hangup.error is not None:
             raise hangup.error
@@ -477,7 +486,13 @@ async def completions(slot):
         if left <= 0:
             raise _lib.error(errno.ENOTCONN, "cuflagd went away and did not come back "
                              "within the client's resume timeout")
-        await _until_event(hangup, None if deadline == math.inf else left)
+        try:
+            # What the old daemon rang before it went still comes through.
+            async with asyncio.timeout(None if deadline == math.inf else left):
+                await _next_signal(slot, hangup)
+        except TimeoutError:
+            pass
+        n = slot._take()
 
 
 async def reconnect(client, retry_interval, timeout):

@@ -218,6 +218,10 @@ class Slot:
         eventfd being only a doorbell. Does not wait for completions (while
         the daemon is away it may make one attempt to resume)."""
         self._read_counter()
+        return self._take()
+
+    def _take(self):
+        """Hand out the tally."""
         with self._tally_lock:
             n, self._tally = self._tally, 0
         return n

@@ -7,7 +7,9 @@ several waiters share one reader of the connection."""
 
 import asyncio
 import errno
+import os
 import select
+import socket
 import threading
 import time
 import unittest
@@ -221,6 +223,51 @@ class HangupTest(unittest.TestCase):
             asyncio.run(main())
             slot.store(late)
             self.assertEqual(slot.consume(), 0)  # nobody signalled it
+
+    def test_silent_listener(self):
+        """While the daemon restarts under a socket unit, its socket listens
+        and nothing answers yet: the loop's resume attempts wait in a worker
+        thread, and neither completions() nor wait_async() holds up the
+        loop meanwhile."""
+        self.client.resume_timeout = None
+        slot = self.client.acquire()
+        target = slot.arm()
+
+        async def main():
+            stall = 0.0
+
+            async def ticker():
+                nonlocal stall
+                while True:
+                    t = time.monotonic()
+                    await asyncio.sleep(0.002)
+                    stall = max(stall, time.monotonic() - t)
+
+            async def count():
+                async for _ in slot.completions():
+                    pass
+
+            tasks = [asyncio.create_task(f()) for f in (ticker, count)]
+            waiter, watch = await self.wait_then_kill(slot, target)
+            os.makedirs(self.daemon.dir, exist_ok=True)  # stop() removes it again
+            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as silent:
+                silent.bind(self.daemon.socket)
+                silent.listen()
+                stall = 0.0
+                await asyncio.sleep(0.3)
+                self.assertIsNotNone(watch.resumer)
+            # Closed: the attempt waiting for its answer ends. An attempt
+            # made on the loop would have held it until the library's reply
+            # timeout (5 s); the margin is for a loaded machine.
+            self.assertLess(stall, 1.0)
+            slot.store(target)
+            async with asyncio.timeout(TIMEOUT_S):
+                await waiter
+            for task in tasks:
+                task.cancel()
+
+        asyncio.run(main())
+        slot.release()
 
     def test_close_while_waiting(self):
         slot = self.client.acquire()
