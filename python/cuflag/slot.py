@@ -215,8 +215,11 @@ class Slot:
         the eventfd and not yet handed out. Each completion is counted
         exactly once, across daemon restarts too (SIGKILL included): the
         count comes from the daemon's record in the client's region, the
-        eventfd being only a doorbell. Does not wait for completions (while
-        the daemon is away it may make one attempt to resume)."""
+        eventfd being only a doorbell. Does not wait for completions; but
+        when it finds none while the daemon is away, the library makes one
+        attempt to resume, which waits for an answer from a socket that
+        accepts (a socket unit while the daemon restarts), up to 5 s. In a
+        loop, completions() takes its counts without that."""
         self._read_counter()
         return self._take()
 
