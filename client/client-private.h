@@ -57,6 +57,8 @@ struct cuflag_client {
 
 	pthread_mutex_t slots_lock;
 	struct cuflag_slot *slots; /* every slot held, for disconnect */
+	struct cuflag_slot **by_id; /* layout.nslots: the slot of each id (slots_lock) */
+	struct cuflag_group **groups; /* layout.ngroups: the group of each id (slots_lock) */
 
 	/* CUDA binding state (cuda.c), NULL until first used. */
 	void *cuda;
@@ -85,8 +87,44 @@ struct cuflag_slot {
 	/* Set by the CUDA binding: checks the slot's streams for a fault. */
 	_Atomic int fault;       /* 0, or the negative errno a fault ended work with */
 	void *cuda;              /* per-slot CUDA state (cuda.c) */
+	struct cuflag_group *group; /* NULL, or the group whose eventfd rings for it */
 	struct cuflag_slot *prev, *next_slot;
 };
+
+struct cuflag_group {
+	struct cuflag_client *c;
+	uint32_t id;
+	int efd;
+	volatile struct cuflag_group_ring *ring;
+	pthread_mutex_t lock;    /* one drain at a time */
+	uint32_t head;           /* records consumed (the truth of ring->head) */
+	uint32_t overflows_seen;
+	_Atomic int rescan;      /* look at every slot of the group at the next drain */
+};
+
+/* The eventfd a slot's signals ring: its own, or its group's. */
+static inline int cuflag__doorbell(const struct cuflag_slot *s)
+{
+	return s->group ? s->group->efd : __atomic_load_n(&s->efd, __ATOMIC_ACQUIRE);
+}
+
+/* Count a slot's completions from the daemon's record: *n of them (> 0), or
+ * 0 when none since the last count. Several threads may call it. */
+int cuflag__slot_take(struct cuflag_slot *s, uint64_t *n);
+
+/* ALLOC n slots (of group g, or none), linked into the client. */
+int cuflag__slots_acquire(struct cuflag_client *c, struct cuflag_group *g, unsigned n,
+			  struct cuflag_slot **out);
+
+/* Ring a group's eventfd (so that a drain comes), remembering to look at
+ * every slot. */
+void cuflag__group_rescan(struct cuflag_group *g);
+
+/* Free a group's local resources, without telling the daemon (NULL: none). */
+void cuflag__group_free(struct cuflag_group *g);
+
+/* GROUP: tell the daemon (on sock, req_lock held) of the group and its eventfd. */
+int cuflag__group_announce(struct cuflag_client *c, int sock, struct cuflag_group *g);
 
 /*
  * Send one request and wait for its reply (one at a time per client); the

@@ -85,13 +85,13 @@ static int make_region(struct cuflag_client *c, const struct cuflag_msg_hello_re
 	const char *why;
 	int fd, rc;
 
-	c->layout = (struct cuflag_region_layout){
-		.nslots = r->nslots, .queue_cap = r->queue_cap, .head_off = r->head_off,
-		.tail_off = r->tail_off, .queue_off = r->queue_off, .state_off = r->state_off,
-		.flags_off = r->flags_off, .size = r->region_size,
-	};
+	cuflag_region_layout_from_reply(&c->layout, r);
 	if (cuflag_region_layout_check(&c->layout, r->region_size, (uint32_t)page, &why))
 		return -EBADMSG;
+	c->by_id = calloc(c->layout.nslots, sizeof(*c->by_id));
+	c->groups = calloc(c->layout.ngroups ? c->layout.ngroups : 1, sizeof(*c->groups));
+	if (!c->by_id || !c->groups)
+		return -ENOMEM;
 	fd = memfd_create("cuflag-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
@@ -205,6 +205,8 @@ static void client_free(struct cuflag_client *c)
 	pthread_mutex_destroy(&c->arm_lock);
 	pthread_mutex_destroy(&c->slots_lock);
 	pthread_mutex_destroy(&c->resume_lock);
+	free(c->by_id);
+	free(c->groups);
 	free(c);
 }
 
@@ -301,6 +303,8 @@ CUFLAG_EXPORT void cuflag_disconnect(cuflag_client *c)
 		c->slots = s->next_slot;
 		cuflag__slot_free(s);
 	}
+	for (uint32_t g = 0; c->groups && g < c->layout.ngroups; g++)
+		cuflag__group_free(c->groups[g]);
 	if (c->cuda_fini && !cuflag__forked(c))
 		c->cuda_fini(c);
 	client_free(c);

@@ -38,8 +38,9 @@ static int same_layout(const struct cuflag_region_layout *l, const struct cuflag
 	       l->flags_off == r->flags_off && l->size == r->region_size;
 }
 
-/* Hand every slot's id and eventfd to the new daemon, 64 a message. */
-static int adopt_slots(struct cuflag_client *c, int sock)
+/* ADOPT the slots of group g (NULL: those with their own eventfd), 64 a
+ * message: grouped ones bring no fd, the group's rings for them. */
+static int adopt_slots(struct cuflag_client *c, int sock, struct cuflag_group *g)
 {
 	struct cuflag_msg_adopt m;
 	int efds[CUFLAG_BATCH_MAX];
@@ -48,35 +49,54 @@ static int adopt_slots(struct cuflag_client *c, int sock)
 
 	for (struct cuflag_slot *s = c->slots; s && !rc;) {
 		m.count = 0;
-		m.reserved = 0;
+		m.group = g ? g->id + 1 : 0;
 		for (; s && m.count < CUFLAG_BATCH_MAX; s = s->next_slot) {
-			m.ids[m.count] = s->id;
-			efds[m.count++] = cuflag_slot_fd(s);
+			if (s->group != g)
+				continue;
+			if (!g)
+				efds[m.count] = cuflag_slot_fd(s);
+			m.ids[m.count++] = s->id;
 		}
+		if (!m.count)
+			break;
 		struct cuflag_call call = {
 			.type = CUFLAG_MSG_ADOPT, .body = &m,
-			.blen = (uint32_t)(offsetof(struct cuflag_msg_adopt, ids) +
-					   m.count * sizeof(uint32_t)),
-			.fds = efds, .nfds = m.count, .reply = reply,
+			.blen = (uint32_t)cuflag_id_batch_len(m.count),
+			.fds = efds, .nfds = g ? 0 : m.count, .reply = reply,
 		};
 		rc = cuflag__request_on(c, sock, &call);
 	}
 	return rc;
 }
 
+/* Make the groups again, then hand over every slot. */
+static int adopt_all(struct cuflag_client *c, int sock)
+{
+	int rc = adopt_slots(c, sock, NULL);
+
+	for (uint32_t i = 0; !rc && i < c->layout.ngroups; i++)
+		if (c->groups[i] && !(rc = cuflag__group_announce(c, sock, c->groups[i])))
+			rc = adopt_slots(c, sock, c->groups[i]);
+	return rc;
+}
+
 /* Ring the doorbell of every slot whose record moved past what was counted:
  * a daemon killed between recording a signal and writing the eventfd left it
- * unrung, and an event loop must still wake to consume it. */
+ * unrung, and an event loop must still wake to consume it. A group's ring
+ * may have lost records the same way: each group looks at all its slots. */
 static void ring_unread(struct cuflag_client *c)
 {
 	uint64_t one = 1;
 
 	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot) {
 		uint32_t rec = __atomic_load_n(&c->states[s->id].signalled, __ATOMIC_ACQUIRE);
-		if (cuflag_tl_after(rec, atomic_load(&s->consumed)) &&
+		if (!s->group && cuflag_tl_after(rec, atomic_load(&s->consumed)) &&
 		    write(cuflag_slot_fd(s), &one, sizeof(one)) < 0)
 			(void)0; /* a full counter is readable anyway */
 	}
+	for (uint32_t i = 0; i < c->layout.ngroups; i++)
+		if (c->groups[i])
+			cuflag__group_rescan(c->groups[i]);
 }
 
 /* One attempt, with req_lock and slots_lock held. */
@@ -112,8 +132,8 @@ static int resume_once(struct cuflag_client *c)
 		m.slots++;
 	rc = cuflag__request_on(c, sock, &call);
 	safe_close(fd);
-	if (!rc && m.slots)
-		rc = adopt_slots(c, sock);
+	if (!rc)
+		rc = adopt_all(c, sock);
 	if (rc)
 		goto out;
 	/* From here on the new daemon serves us, on the same fd number. */

@@ -19,6 +19,8 @@
 
 CUFLAG_EXPORT int cuflag_slot_fd(const cuflag_slot *s)
 {
+	if (s->group)
+		return -EOPNOTSUPP; /* its group's eventfd rings for it */
 	return __atomic_load_n(&s->efd, __ATOMIC_ACQUIRE);
 }
 
@@ -62,6 +64,7 @@ void cuflag__slot_free(struct cuflag_slot *s)
 static void slot_link(struct cuflag_client *c, struct cuflag_slot *s)
 {
 	pthread_mutex_lock(&c->slots_lock);
+	c->by_id[s->id] = s;
 	s->prev = NULL;
 	s->next_slot = c->slots;
 	if (c->slots)
@@ -72,6 +75,8 @@ static void slot_link(struct cuflag_client *c, struct cuflag_slot *s)
 
 static void slot_unlink_locked(struct cuflag_client *c, struct cuflag_slot *s)
 {
+	if (c->by_id[s->id] == s)
+		c->by_id[s->id] = NULL;
 	if (s->prev)
 		s->prev->next_slot = s->next_slot;
 	else
@@ -139,9 +144,10 @@ static struct cuflag_slot *slot_new(struct cuflag_client *c, const struct cuflag
  * lock is let go: a resume (which holds it) hands the new daemon every slot
  * the old one granted.
  */
-static int alloc_batch_locked(struct cuflag_client *c, unsigned n, struct cuflag_slot **out)
+static int alloc_batch_locked(struct cuflag_client *c, struct cuflag_group *g, unsigned n,
+			      struct cuflag_slot **out)
 {
-	struct cuflag_msg_alloc m = { .count = n };
+	struct cuflag_msg_alloc m = { .count = n, .group = g ? g->id + 1 : 0 };
 	uint8_t reply[CUFLAG_MSG_MAX];
 	struct cuflag_msg_alloc_reply r;
 	int fds[CUFLAG_BATCH_MAX];
@@ -159,17 +165,20 @@ static int alloc_batch_locked(struct cuflag_client *c, unsigned n, struct cuflag
 	}
 	memset(&r, 0, sizeof(r));
 	memcpy(&r, cuflag_call_body(&call), call.reply_len - sizeof(struct cuflag_msg_hdr));
-	if (r.count != n)
+	if (r.count != n || nfds != (g ? 0 : n))
 		rc = -EBADMSG;
 	for (i = 0; !rc && i < n; i++)
 		if (r.grants[i].id >= c->layout.nslots)
 			rc = -EBADMSG;
 	for (i = 0; !rc && i < n; i++) {
-		out[i] = slot_new(c, &r.grants[i], fds[i]);
-		if (!out[i])
+		out[i] = slot_new(c, &r.grants[i], g ? -1 : fds[i]);
+		if (!out[i]) {
 			rc = -ENOMEM;
-		else
+		} else if (g) {
+			out[i]->group = g;
+		} else {
 			fds[i] = -1;
+		}
 	}
 	if (rc) {
 		/* Give back what the daemon granted: all or nothing. */
@@ -187,14 +196,15 @@ static int alloc_batch_locked(struct cuflag_client *c, unsigned n, struct cuflag
 	return 0;
 }
 
-static int alloc_batch(struct cuflag_client *c, unsigned n, struct cuflag_slot **out)
+static int alloc_batch(struct cuflag_client *c, struct cuflag_group *g, unsigned n,
+		       struct cuflag_slot **out)
 {
 	for (int tries = 0;; tries++) {
 		unsigned gen = atomic_load(&c->conn_gen);
 		int rc;
 
 		pthread_mutex_lock(&c->req_lock);
-		rc = alloc_batch_locked(c, n, out);
+		rc = alloc_batch_locked(c, g, n, out);
 		pthread_mutex_unlock(&c->req_lock);
 		if (!cuflag__gone_error(rc) || tries)
 			return rc;
@@ -204,7 +214,8 @@ static int alloc_batch(struct cuflag_client *c, unsigned n, struct cuflag_slot *
 	}
 }
 
-CUFLAG_EXPORT int cuflag_slots_acquire(cuflag_client *c, unsigned n, cuflag_slot **out)
+int cuflag__slots_acquire(struct cuflag_client *c, struct cuflag_group *g, unsigned n,
+			  struct cuflag_slot **out)
 {
 	unsigned done = 0;
 	int rc = 0;
@@ -215,7 +226,7 @@ CUFLAG_EXPORT int cuflag_slots_acquire(cuflag_client *c, unsigned n, cuflag_slot
 		return -ECHILD;
 	while (done < n) {
 		unsigned k = n - done > CUFLAG_BATCH_MAX ? CUFLAG_BATCH_MAX : n - done;
-		rc = alloc_batch(c, k, out + done);
+		rc = alloc_batch(c, g, k, out + done);
 		if (rc)
 			break;
 		done += k;
@@ -230,9 +241,14 @@ CUFLAG_EXPORT int cuflag_slots_acquire(cuflag_client *c, unsigned n, cuflag_slot
 	return 0;
 }
 
+CUFLAG_EXPORT int cuflag_slots_acquire(cuflag_client *c, unsigned n, cuflag_slot **out)
+{
+	return cuflag__slots_acquire(c, NULL, n, out);
+}
+
 CUFLAG_EXPORT int cuflag_slot_acquire(cuflag_client *c, cuflag_slot **out)
 {
-	return cuflag_slots_acquire(c, 1, out);
+	return cuflag__slots_acquire(c, NULL, 1, out);
 }
 
 CUFLAG_EXPORT void cuflag_slot_release(cuflag_slot *s)
@@ -371,7 +387,7 @@ static int wait_ep_get(struct cuflag_slot *s, int *cached, uint32_t *gen)
 	if (ep < 0)
 		goto fail;
 	ev.data.u32 = 0;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, __atomic_load_n(&s->efd, __ATOMIC_ACQUIRE), &ev) < 0) {
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, cuflag__doorbell(s), &ev) < 0) {
 		close(ep);
 		goto fail;
 	}
@@ -542,32 +558,38 @@ CUFLAG_EXPORT int cuflag_slot_wait(cuflag_slot *s, uint32_t target, int timeout_
  * record, make no completion count twice; and a repeated doorbell counts
  * nothing.
  */
+int cuflag__slot_take(struct cuflag_slot *s, uint64_t *n)
+{
+	uint32_t rec = __atomic_load_n(&s->c->states[s->id].signalled, __ATOMIC_ACQUIRE);
+	uint32_t seen = atomic_load(&s->consumed);
+
+	do {
+		/* A record behind what was counted is a slot's earlier timeline,
+		 * before the daemon has recorded the new start: nothing yet. */
+		if (!cuflag_tl_after(rec, seen))
+			return 0;
+	} while (!atomic_compare_exchange_weak(&s->consumed, &seen, rec));
+	*n = (uint32_t)(rec - seen);
+	return 1;
+}
+
 CUFLAG_EXPORT int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions)
 {
-	struct cuflag_client *c;
-	uint32_t rec, seen;
 	uint64_t v;
 
 	if (!s || !completions)
 		return -EINVAL;
-	c = s->c;
-	if (cuflag__forked(c))
+	if (cuflag__forked(s->c))
 		return -ECHILD;
-	if (read(__atomic_load_n(&s->efd, __ATOMIC_ACQUIRE), &v, sizeof(v)) < 0 && errno != EAGAIN)
+	/* The doorbell; a group's is left to its drain. */
+	if (!s->group && read(__atomic_load_n(&s->efd, __ATOMIC_ACQUIRE), &v, sizeof(v)) < 0 &&
+	    errno != EAGAIN)
 		return -errno;
-	rec = __atomic_load_n(&c->states[s->id].signalled, __ATOMIC_ACQUIRE);
-	seen = atomic_load(&s->consumed);
-	do {
-		/* A record behind what was counted is a slot's earlier timeline,
-		 * before the daemon has recorded the new start: nothing yet. */
-		if (!cuflag_tl_after(rec, seen)) {
-			if (cuflag__daemon_gone(c))
-				(void)cuflag__resume(c, atomic_load(&c->conn_gen), 0);
-			return -EAGAIN;
-		}
-	} while (!atomic_compare_exchange_weak(&s->consumed, &seen, rec));
-	*completions = (uint32_t)(rec - seen);
-	return 0;
+	if (cuflag__slot_take(s, completions))
+		return 0;
+	if (cuflag__daemon_gone(s->c))
+		(void)cuflag__resume(s->c, atomic_load(&s->c->conn_gen), 0);
+	return -EAGAIN;
 }
 
 CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
@@ -582,6 +604,8 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 		return -EINVAL;
 	if (cuflag__forked(s->c))
 		return -ECHILD;
+	if (s->group)
+		return -EOPNOTSUPP; /* a group's slots share its eventfd */
 	mine = fcntl(efd, F_DUPFD_CLOEXEC, 0);
 	if (mine < 0)
 		return -errno;

@@ -42,6 +42,10 @@ int req_hello(struct server *srv, struct session *s, struct request *req)
 	r.queue_off = l->queue_off;
 	r.state_off = l->state_off;
 	r.flags_off = l->flags_off;
+	r.groups_off = l->groups_off;
+	r.ngroups = l->ngroups;
+	r.ring_cap = l->ring_cap;
+	r.ring_size = l->ring_size;
 	r.page_size = (uint32_t)srv->dp.size;
 	r.client_id = s->id;
 	/* What the ATTACH reply's allocation will hold, as the client maps it. */
@@ -128,9 +132,10 @@ static int attach_build(struct server *srv, struct session *s, struct request *r
 		}
 		a->flags = (volatile uint32_t *)(uintptr_t)a->ipc.va;
 	}
-	a->scan = malloc(scanner_session_size(srv->layout.nslots));
+	a->scan = malloc(scanner_session_size(&srv->layout));
 	a->add = calloc(1, sizeof(*a->add));
-	if (slot_table_init(&a->slots, srv->layout.nslots) || !a->scan || !a->add) {
+	if (slot_table_init(&a->slots, srv->layout.nslots, srv->layout.ngroups) || !a->scan ||
+	    !a->add) {
 		req->why = "out of memory";
 		return REQ_REFUSE(-ENOMEM);
 	}
@@ -206,11 +211,15 @@ int req_attach(struct server *srv, struct session *s, struct request *req)
  */
 int req_adopt(struct server *srv, struct session *s, struct request *req)
 {
-	uint32_t ids[CUFLAG_BATCH_MAX], count = req_id_batch(req, ids);
+	uint32_t ids[CUFLAG_BATCH_MAX], group, count = req_id_batch(req, ids, &group);
 	struct scanner_cmd *cmds[CUFLAG_BATCH_MAX];
 	const volatile struct cuflag_slot_state *st = s->scan->states;
 	int rc;
 
+	if (!slot_table_group_ok(&s->slots, group)) {
+		req->why = "ADOPT names a group that was not made";
+		return REQ_REFUSE(-EINVAL);
+	}
 	if (count > s->adopt_left) {
 		req->why = "ADOPT names more slots than ATTACH announced";
 		return REQ_REFUSE(-EINVAL);
@@ -219,11 +228,11 @@ int req_adopt(struct server *srv, struct session *s, struct request *req)
 		req->why = "ADOPT names a slot out of range or twice";
 		return REQ_REFUSE(-EINVAL);
 	}
-	if (s->uid != 0 && s->user->slots + count > srv->cfg->max_slots_per_uid) {
+	if (!group && s->uid != 0 && s->user->slots + count > srv->cfg->max_slots_per_uid) {
 		req->why = "max-slots-per-uid reached";
 		return REQ_REFUSE(-EDQUOT);
 	}
-	for (uint32_t i = 0; i < count; i++)
+	for (uint32_t i = 0; i < req->nfds; i++)
 		if ((rc = req_take_eventfd(req, req->fds[i], "ADOPT: an fd is not an eventfd")))
 			return rc;
 	if (req_alloc_cmds(cmds, count)) {
@@ -238,15 +247,20 @@ int req_adopt(struct server *srv, struct session *s, struct request *req)
 			armed = sig;
 		slot_table_take_id(&s->slots, id);
 		s->slots.state[id] = SLOT_LIVE;
-		s->slots.efd[id] = req->fds[i];
-		req->fds[i] = -1; /* the slot's now */
+		s->slots.group[id] = group;
+		s->slots.efd[id] = group ? -1 : req->fds[i];
+		if (!group)
+			req->fds[i] = -1; /* the slot's now */
+		else
+			s->slots.group_live[group - 1]++;
 		s->slots.nlive++;
 		*cmds[i] = (struct scanner_cmd){ .op = SCAN_ADD_SLOT, .sess = s->scan, .slot = id,
-						 .start = sig, .armed = armed,
+						 .start = sig, .armed = armed, .group = group,
 						 .efd = s->slots.efd[id], .owner = s };
 		scanner_submit(srv->sc, cmds[i]);
 	}
-	s->user->slots += count;
+	if (!group)
+		s->user->slots += count;
 	s->adopt_left -= count;
 	if (!s->adopt_left) {
 		/* Every slot is back: now the scanner may read the queue, from

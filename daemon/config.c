@@ -39,6 +39,9 @@ static void usage(FILE *f)
 		"  --slots-per-client N      slots (flags) per client (default 1024)\n"
 		"  --queue-size N            arm queue entries per client, power of two\n"
 		"                            (default 1024)\n"
+		"  --groups-per-client N     slot groups per client (default 8)\n"
+		"  --group-ring N            completion records per group ring, power of two\n"
+		"                            (default 1024)\n"
 		"  --spin-us N               scanner spin budget before it parks (default 50)\n"
 		"  --pending-spin-ms N       with slots pending and none of them completing,\n"
 		"                            spin this long, then poll (default 10; 0: spin)\n"
@@ -107,6 +110,8 @@ static const struct num_opt num_opts[] = {
 	NUM64("write-budget-us", 100, 10000000, write_budget_us),
 	NUM32("slots-per-client", 1, 1u << 20, slots_per_client),
 	NUM32("queue-size", 2, 1u << 20, queue_size),
+	NUM32("groups-per-client", 0, 4096, groups_per_client),
+	NUM32("group-ring", 2, 1u << 24, group_ring),
 	NUM64("spin-us", 0, 10000000, spin_us),
 	NUM64("pending-spin-ms", 0, 3600000, pending_spin_ms),
 	NUM64("pending-poll-us", 1, 1000000, pending_poll_us),
@@ -186,6 +191,10 @@ static int finish(struct cuflagd_config *cfg)
 		fprintf(stderr, "cuflagd: --queue-size: %u is not a power of two\n", cfg->queue_size);
 		return -EINVAL;
 	}
+	if (cfg->group_ring & (cfg->group_ring - 1)) {
+		fprintf(stderr, "cuflagd: --group-ring: %u is not a power of two\n", cfg->group_ring);
+		return -EINVAL;
+	}
 	/* A fair share by default: no user takes more than a quarter. */
 	if (!cfg->max_clients_per_uid)
 		cfg->max_clients_per_uid = cfg->max_clients / 4 ? cfg->max_clients / 4 : 1;
@@ -218,6 +227,8 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		.max_clients = 256,
 		.slots_per_client = 1024,
 		.queue_size = 1024,
+		.groups_per_client = 8,
+		.group_ring = 1024,
 		.spin_us = 50,
 		.pending_spin_ms = 10,
 		.pending_poll_us = 250,

@@ -20,6 +20,8 @@ struct cuflagd_config {
 	uint64_t write_budget_us;      /* eventfd write time a user may run up */
 	uint32_t slots_per_client;   /* flags per region */
 	uint32_t queue_size;         /* arm queue entries per region (power of two) */
+	uint32_t groups_per_client;  /* slot groups per region */
+	uint32_t group_ring;         /* completion records per group ring (power of two) */
 	uint64_t spin_us;            /* scanner spin budget before it parks */
 	uint64_t pending_spin_ms;    /* spin while pending slots make no progress
 				      * (0: for ever), then poll */

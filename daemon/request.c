@@ -79,11 +79,13 @@ void request_refuse_connection(int fd, int err, const char *why)
 /* Helpers the handlers share                                        */
 /* ---------------------------------------------------------------- */
 
-uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX])
+uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX],
+		      uint32_t *word2)
 {
 	uint32_t count;
 
 	memcpy(&count, req->body + offsetof(struct cuflag_msg_free, count), sizeof(count));
+	memcpy(word2, req->body + offsetof(struct cuflag_msg_adopt, group), sizeof(*word2));
 	memcpy(ids, req->body + offsetof(struct cuflag_msg_free, ids), (size_t)count * 4);
 	return count;
 }
@@ -180,7 +182,12 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 	int rc;
 
 	memcpy(&m, req->body, sizeof(m));
-	if (s->uid != 0 && s->user->slots + m.count > srv->cfg->max_slots_per_uid) {
+	if (!slot_table_group_ok(t, m.group)) {
+		req->why = "ALLOC names a group that was not made";
+		return REQ_REFUSE(-EINVAL);
+	}
+	/* Grouped slots cost the daemon no fd: only the others count here. */
+	if (!m.group && s->uid != 0 && s->user->slots + m.count > srv->cfg->max_slots_per_uid) {
 		req->why = "max-slots-per-uid reached";
 		return REQ_REFUSE(-EDQUOT);
 	}
@@ -190,7 +197,9 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 		req->why = "slots-per-client reached";
 		return REQ_REFUSE(-ENOSPC);
 	}
-	rc = new_eventfds(srv, fds, m.count);
+	for (uint32_t i = 0; i < m.count; i++)
+		fds[i] = -1;
+	rc = m.group ? 0 : new_eventfds(srv, fds, m.count);
 	if (!rc && (rc = req_alloc_cmds(cmds, m.count)))
 		cuflag_close_fds(fds, m.count);
 	if (rc) {
@@ -204,6 +213,7 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 		uint32_t start = t->next_start[id];
 		t->state[id] = SLOT_LIVE;
 		t->efd[id] = fds[i];
+		t->group[id] = m.group;
 		t->nlive++;
 		/* The starting value is written here and recorded by the scanner:
 		 * never read back from the flag, so an early device write counts. */
@@ -211,17 +221,18 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 				      memory_order_release);
 		*cmds[i] = (struct scanner_cmd){ .op = SCAN_ADD_SLOT, .sess = s->scan, .slot = id,
 						 .start = start, .armed = start, .efd = fds[i],
-						 .owner = s };
+						 .group = m.group, .owner = s };
 		scanner_submit(srv->sc, cmds[i]);
 		r.grants[i].id = id;
 		r.grants[i].start = start;
 	}
-	s->user->slots += m.count;
+	if (m.group)
+		t->group_live[m.group - 1] += m.count;
+	else
+		s->user->slots += m.count;
 	r.count = m.count;
-	return req_reply_ok(s, req, &r,
-			    (uint32_t)(offsetof(struct cuflag_msg_alloc_reply, grants) +
-				       m.count * sizeof(struct cuflag_slot_grant)),
-			    fds, m.count);
+	return req_reply_ok(s, req, &r, (uint32_t)cuflag_alloc_reply_len(m.count), fds,
+			    m.group ? 0 : m.count);
 }
 
 static int req_alloc(struct server *srv, struct session *s, struct request *req)
@@ -258,7 +269,7 @@ void request_expire_parked(struct server *srv, struct session *s, uint64_t now_m
 
 static int req_free(struct server *srv, struct session *s, struct request *req)
 {
-	uint32_t ids[CUFLAG_BATCH_MAX], count = req_id_batch(req, ids);
+	uint32_t ids[CUFLAG_BATCH_MAX], zero, count = req_id_batch(req, ids, &zero);
 	struct scanner_cmd *cmds[CUFLAG_BATCH_MAX];
 
 	/* Check every id first: a bad batch frees nothing. */
@@ -274,6 +285,8 @@ static int req_free(struct server *srv, struct session *s, struct request *req)
 		s->slots.state[ids[i]] = SLOT_RETIRING;
 		s->slots.nlive--;
 		s->slots.nretiring++;
+		if (s->slots.group[ids[i]])
+			s->slots.group_live[s->slots.group[ids[i]] - 1]--;
 		*cmds[i] = (struct scanner_cmd){ .op = SCAN_DEL_SLOT, .sess = s->scan,
 						 .slot = ids[i], .owner = s };
 		scanner_submit(srv->sc, cmds[i]);
@@ -307,6 +320,57 @@ static int req_bind(struct server *srv, struct session *s, struct request *req)
 	 * goes to the old eventfd. */
 	scanner_submit(srv->sc, c);
 	return 0;
+}
+
+/* Hand the scanner a group's new eventfd (or -1); the old one comes back. */
+static int set_group(struct server *srv, struct session *s, struct request *req, uint32_t id,
+		     int efd)
+{
+	struct scanner_cmd *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		req->why = "out of memory";
+		return REQ_REFUSE(-ENOMEM);
+	}
+	*c = (struct scanner_cmd){ .op = SCAN_SET_GROUP, .sess = s->scan, .slot = id, .efd = efd,
+				   .owner = s };
+	s->slots.group_efd[id] = efd;
+	scanner_submit(srv->sc, c);
+	return req_reply_ok(s, req, NULL, 0, NULL, 0);
+}
+
+static int req_group(struct server *srv, struct session *s, struct request *req)
+{
+	struct cuflag_msg_group m;
+	int rc;
+
+	memcpy(&m, req->body, sizeof(m));
+	if (m.id >= s->slots.ngroups || s->slots.group_efd[m.id] >= 0) {
+		req->why = "GROUP names a group out of range or one already made";
+		return REQ_REFUSE(-EINVAL);
+	}
+	if ((rc = req_take_eventfd(req, req->fds[0], "GROUP: the fd is not an eventfd")))
+		return rc;
+	rc = set_group(srv, s, req, m.id, req->fds[0]);
+	if (rc <= 0)
+		req->fds[0] = -1; /* the group's now */
+	return rc;
+}
+
+static int req_ungroup(struct server *srv, struct session *s, struct request *req)
+{
+	struct cuflag_msg_group m;
+
+	memcpy(&m, req->body, sizeof(m));
+	if (m.id >= s->slots.ngroups || s->slots.group_efd[m.id] < 0) {
+		req->why = "UNGROUP names a group that was not made";
+		return REQ_REFUSE(-EINVAL);
+	}
+	if (s->slots.group_live[m.id]) {
+		req->why = "UNGROUP of a group whose slots are still held";
+		return REQ_REFUSE(-EBUSY);
+	}
+	return set_group(srv, s, req, m.id, -1);
 }
 
 /* ---------------------------------------------------------------- */
@@ -370,45 +434,56 @@ static int req_clients(struct server *srv, struct session *s, struct request *re
 /* The table and the dispatcher                                      */
 /* ---------------------------------------------------------------- */
 
-enum req_needs {
-	NEEDS_NOTHING, /* answered on any connection (queries) */
-	NEEDS_FRESH,   /* the connection's first request */
-	NEEDS_HELLO,   /* after HELLO, before the region (ATTACH) */
-	NEEDS_ADOPTING, /* after a resuming ATTACH, while slots are still to come */
-	NEEDS_REGION,  /* after ATTACH, every slot adopted */
+/* Where a connection stands; a method lists the stages it may come in. */
+enum req_stage {
+	STAGE_FRESH = 1,    /* nothing yet: HELLO first */
+	STAGE_HELLO = 2,    /* after HELLO, before the region (ATTACH) */
+	STAGE_ADOPTING = 4, /* after a resuming ATTACH, while slots are still to come */
+	STAGE_REGION = 8,   /* after ATTACH, every slot adopted */
+	STAGE_ANY = 15,     /* the queries */
 };
 
 static const struct req_method {
 	const char *name;
-	enum req_needs needs;
+	unsigned stages; /* enum req_stage, or-ed */
 	int (*fn)(struct server *srv, struct session *s, struct request *req);
 } req_methods[CUFLAG_MSG_TYPE_END] = {
-	[CUFLAG_MSG_HELLO] = { "HELLO", NEEDS_FRESH, req_hello },
-	[CUFLAG_MSG_ALLOC] = { "ALLOC", NEEDS_REGION, req_alloc },
-	[CUFLAG_MSG_FREE] = { "FREE", NEEDS_REGION, req_free },
-	[CUFLAG_MSG_BIND] = { "BIND", NEEDS_REGION, req_bind },
-	[CUFLAG_MSG_STATS] = { "STATS", NEEDS_NOTHING, req_stats },
-	[CUFLAG_MSG_CLIENTS] = { "CLIENTS", NEEDS_NOTHING, req_clients },
-	[CUFLAG_MSG_ATTACH] = { "ATTACH", NEEDS_HELLO, req_attach },
-	[CUFLAG_MSG_ADOPT] = { "ADOPT", NEEDS_ADOPTING, req_adopt },
+	[CUFLAG_MSG_HELLO] = { "HELLO", STAGE_FRESH, req_hello },
+	[CUFLAG_MSG_ALLOC] = { "ALLOC", STAGE_REGION, req_alloc },
+	[CUFLAG_MSG_FREE] = { "FREE", STAGE_REGION, req_free },
+	[CUFLAG_MSG_BIND] = { "BIND", STAGE_REGION, req_bind },
+	[CUFLAG_MSG_STATS] = { "STATS", STAGE_ANY, req_stats },
+	[CUFLAG_MSG_CLIENTS] = { "CLIENTS", STAGE_ANY, req_clients },
+	[CUFLAG_MSG_ATTACH] = { "ATTACH", STAGE_HELLO, req_attach },
+	[CUFLAG_MSG_ADOPT] = { "ADOPT", STAGE_ADOPTING, req_adopt },
+	/* A resume makes its groups again before it adopts their slots. */
+	[CUFLAG_MSG_GROUP] = { "GROUP", STAGE_ADOPTING | STAGE_REGION, req_group },
+	[CUFLAG_MSG_UNGROUP] = { "UNGROUP", STAGE_REGION, req_ungroup },
 };
 
-/* Where the connection stands, in the terms of the table. */
-static enum req_needs session_stage(const struct session *s)
+static enum req_stage session_stage(const struct session *s)
 {
 	if (!s->hello_done)
-		return NEEDS_FRESH;
+		return STAGE_FRESH;
 	if (!s->scan)
-		return NEEDS_HELLO;
-	return s->adopt_left ? NEEDS_ADOPTING : NEEDS_REGION;
+		return STAGE_HELLO;
+	return s->adopt_left ? STAGE_ADOPTING : STAGE_REGION;
 }
 
-static const char *const stage_refusal[] = {
-	[NEEDS_FRESH] = "HELLO is only the first request",
-	[NEEDS_HELLO] = "request before HELLO, or ATTACH twice",
-	[NEEDS_ADOPTING] = "ADOPT without a resuming ATTACH, or more than it announced",
-	[NEEDS_REGION] = "request before ATTACH, or before every slot is adopted",
-};
+/* What a request out of order is, by where the connection stands. */
+static const char *out_of_order(enum req_stage stage)
+{
+	switch (stage) {
+	case STAGE_FRESH:
+		return "request before HELLO";
+	case STAGE_HELLO:
+		return "request before ATTACH, or a second HELLO";
+	case STAGE_ADOPTING:
+		return "request before every slot is adopted, or a second HELLO or ATTACH";
+	default:
+		return "HELLO, ATTACH or ADOPT out of order";
+	}
+}
 
 int request_dispatch(struct server *srv, struct session *s, const uint8_t *buf, size_t len,
 		     int *fds, unsigned nfds)
@@ -426,8 +501,8 @@ int request_dispatch(struct server *srv, struct session *s, const uint8_t *buf, 
 		req.body = buf + sizeof(req.h);
 		req.blen = (uint32_t)(len - sizeof(req.h));
 		m = &req_methods[req.h.type];
-		if (m->needs != NEEDS_NOTHING && m->needs != session_stage(s)) {
-			req.why = stage_refusal[m->needs];
+		if (!(m->stages & session_stage(s))) {
+			req.why = out_of_order(session_stage(s));
 			rc = -EPROTO;
 		} else if (!rate_take(&s->rate, srv->cfg->msg_rate, now)) {
 			req.why = "msg-rate reached";

@@ -63,8 +63,10 @@ int req_hello(struct server *srv, struct session *s, struct request *req);
 int req_attach(struct server *srv, struct session *s, struct request *req);
 int req_adopt(struct server *srv, struct session *s, struct request *req);
 
-/* Read FREE's and ADOPT's body: count ids (checked by cuflag_request_check). */
-uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX]);
+/* Read FREE's and ADOPT's body: count ids (checked by cuflag_request_check)
+ * and the word after the count (ADOPT: the group; FREE: zero). */
+uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX],
+		      uint32_t *word2);
 
 /* n zeroed scanner commands, all or none: 0 or -ENOMEM. */
 int req_alloc_cmds(struct scanner_cmd **cmds, uint32_t n);

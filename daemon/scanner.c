@@ -49,6 +49,8 @@ struct scanner {
 	uint32_t nsessions, max_sessions;
 	struct scanner_slot **pending;
 	uint64_t npending, max_pending;
+	struct scanner_group **rang; /* groups that got records this pass */
+	uint64_t nrang;
 
 	/* Counters (written by the scanner, read by anyone). */
 	_Atomic uint64_t passes, wakes, completions, parks, armed, bad_arms;
@@ -238,6 +240,7 @@ static void add_slot(struct scanner *sc, struct scanner_session *ss, const struc
 	s->flag = ss->flags + c->slot;
 	s->persist = ss->states + c->slot;
 	s->efd = c->efd;
+	s->group = c->group;
 	s->signalled = c->start;
 	s->armed = c->armed;
 	s->pend_idx = SCAN_NOT_PENDING;
@@ -292,6 +295,18 @@ static int apply_cmd(struct scanner *sc, struct scanner_cmd *c)
 	case SCAN_SET_EFD: {
 		int old = ss->slots[c->slot].efd;
 		ss->slots[c->slot].efd = c->efd;
+		c->efd = old;
+		return 1;
+	}
+	case SCAN_SET_GROUP: {
+		struct scanner_group *g = &ss->groups[c->slot];
+		int old = g->efd;
+		/* Go on from the ring as it is (a resumed one from where the
+		 * daemon before us stopped; read once, the client's head is
+		 * checked against it at every record). */
+		g->tail = g->ring->tail;
+		g->overflows = g->ring->overflows;
+		g->efd = c->efd;
 		c->efd = old;
 		return 1;
 	}
@@ -401,51 +416,103 @@ static uint64_t thread_cpu_ns(void)
 #define CUT_WATCH_NS (10ull * 1000000000u)
 
 /*
- * Write due completions to the slot's eventfd and record them. Returns
- * BROKEN_NONE, or why the client must not be served any more: a counter near
- * 2^64, a write cut short or one that would block can only be the client's
- * doing, and so is a write that costs more than its user's budget.
+ * Write v to a client's eventfd, timed and charged to its user. Returns
+ * BROKEN_NONE; BROKEN_COST when the write was made but took its user over
+ * the budget; or, when it was not made, why the client must not be served
+ * any more: a counter near 2^64, a write cut short or one that would block
+ * can only be the client's doing.
  */
-static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *s, uint32_t due)
+static enum scanner_broken efd_write(struct scanner *sc, struct scanner_user *u, int efd,
+				     uint64_t v)
 {
-	struct scanner_user *u = s->sess->user;
-	uint64_t v = due, t0 = cuflag_now_ns(), t1, c0 = 0, cost;
+	uint64_t t0 = cuflag_now_ns(), t1, c0 = 0, cost;
 	int cpu = budget_suspect(&u->budget, t0);
 	ssize_t w;
 
 	if (u->cut_at_ns && t0 - u->cut_at_ns < CUT_WATCH_NS) {
 		/* The same attack again, caught before it costs anyone a tick
 		 * (a full counter on a non-blocking fd only fails the write). */
-		struct pollfd p = { .fd = s->efd, .events = POLLOUT };
+		struct pollfd p = { .fd = efd, .events = POLLOUT };
 		if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
-			return fcntl(s->efd, F_GETFL) & O_NONBLOCK ? BROKEN_FULL : BROKEN_STALL;
+			return fcntl(efd, F_GETFL) & O_NONBLOCK ? BROKEN_FULL : BROKEN_STALL;
 	}
 	if (cpu)
 		c0 = thread_cpu_ns();
-	/* Before the write: a daemon killed right after it has recorded what
-	 * it rang, and its successor counts nothing twice (the client counts
-	 * from this record; the eventfd is the doorbell). */
-	s->persist->signalled = s->signalled + due;
 	atomic_store_explicit(&sc->write_since_ns, t0, memory_order_relaxed);
-	w = write(s->efd, &v, sizeof(v));
+	w = write(efd, &v, sizeof(v));
 	atomic_store_explicit(&sc->write_since_ns, 0, memory_order_relaxed);
 	t1 = cuflag_now_ns();
 	if (w != (ssize_t)sizeof(v)) {
-		/* The record stays: those completions did happen (the flag says
-		 * so), and a client that resumes counts them from it. */
 		if (w < 0 && errno == EINTR) {
 			u->cut_at_ns = t1;
 			return BROKEN_STALL;
 		}
 		return BROKEN_FULL;
 	}
-	s->signalled += due;
 	atomic_fetch_add_explicit(&sc->wakes, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
 	cost = cpu ? thread_cpu_ns() - c0 : t1 - t0;
-	if (budget_charge(&u->budget, &sc->t.budget, cost, cpu, t1))
-		return BROKEN_COST;
-	return BROKEN_NONE;
+	return budget_charge(&u->budget, &sc->t.budget, cost, cpu, t1) ? BROKEN_COST : BROKEN_NONE;
+}
+
+/* Append a grouped slot's id to its group's ring (or count an overflow when
+ * the client has not made room), to ring the group's eventfd once after the
+ * pass. */
+static void ring_push(struct scanner *sc, struct scanner_slot *s)
+{
+	struct scanner_group *g = &s->sess->groups[s->group - 1];
+	uint32_t cap = s->sess->layout.ring_cap;
+	/* Read once; a head the client scribbled only makes its ring look full. */
+	uint32_t head = __atomic_load_n(&g->ring->head, __ATOMIC_ACQUIRE);
+
+	if (g->tail - head < cap) {
+		g->ring->slot[g->tail & (cap - 1)] = (uint32_t)(s - s->sess->slots);
+		__atomic_store_n(&g->ring->tail, ++g->tail, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&g->ring->overflows, ++g->overflows, __ATOMIC_RELEASE);
+	}
+	if (!g->rang) {
+		g->rang = 1;
+		sc->rang[sc->nrang++] = g;
+	}
+}
+
+/* Ring every group that got records in this pass, once each. */
+static void ring_groups(struct scanner *sc)
+{
+	for (uint64_t i = 0; i < sc->nrang; i++) {
+		struct scanner_group *g = sc->rang[i];
+		enum scanner_broken why;
+
+		g->rang = 0;
+		if (g->efd < 0 || atomic_load_explicit(&g->sess->broken, memory_order_relaxed))
+			continue;
+		why = efd_write(sc, g->sess->user, g->efd, 1);
+		if (why)
+			set_broken(sc, g->sess, why);
+	}
+	sc->nrang = 0;
+}
+
+/* Record due completions of a slot, then ring its eventfd (or its group's
+ * ring). BROKEN_NONE, or why the client must not be served any more. */
+static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *s, uint32_t due)
+{
+	enum scanner_broken why = BROKEN_NONE;
+
+	/* Before the doorbell: a daemon killed right after it has recorded
+	 * what it rang, and its successor counts nothing twice (the client
+	 * counts from this record; the eventfd is the doorbell). The record
+	 * stays when the write fails: those completions did happen. */
+	s->persist->signalled = s->signalled + due;
+	if (s->group)
+		ring_push(sc, s);
+	else
+		why = efd_write(sc, s->sess->user, s->efd, due);
+	if (why == BROKEN_NONE || why == BROKEN_COST) {
+		s->signalled += due;
+		atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
+	}
+	return why;
 }
 
 /* Signal every pending slot whose flag advanced. Returns completions written. */
@@ -491,6 +558,8 @@ static uint64_t scan_pending(struct scanner *sc)
 		}
 		i++;
 	}
+	if (sc->nrang)
+		ring_groups(sc);
 	if (total)
 		atomic_fetch_add_explicit(&sc->completions, total, memory_order_relaxed);
 	return total;
@@ -673,16 +742,17 @@ static void *scanner_main(void *arg)
 /* Main-thread side                                                  */
 /* ---------------------------------------------------------------- */
 
-size_t scanner_session_size(uint32_t nslots)
+size_t scanner_session_size(const struct cuflag_region_layout *l)
 {
-	return sizeof(struct scanner_session) + sizeof(struct scanner_slot) * (size_t)nslots;
+	return sizeof(struct scanner_session) + sizeof(struct scanner_slot) * (size_t)l->nslots +
+	       sizeof(struct scanner_group) * (size_t)l->ngroups;
 }
 
 void scanner_session_init(struct scanner_session *ss, const struct cuflag_region_layout *l,
 			  uint8_t *base, volatile uint32_t *flags, int wake_fd,
 			  struct scanner_user *user)
 {
-	memset(ss, 0, scanner_session_size(l->nslots));
+	memset(ss, 0, scanner_session_size(l));
 	ss->layout = *l;
 	ss->base = base;
 	ss->head = (_Atomic uint32_t *)(base + l->head_off);
@@ -698,10 +768,17 @@ void scanner_session_init(struct scanner_session *ss, const struct cuflag_region
 		ss->slots[i].efd = -1;
 		ss->slots[i].sess = ss;
 	}
+	ss->groups = (struct scanner_group *)(ss->slots + l->nslots);
+	for (uint32_t g = 0; g < l->ngroups; g++) {
+		ss->groups[g].ring = (volatile struct cuflag_group_ring *)(base + l->groups_off +
+									   (size_t)g * l->ring_size);
+		ss->groups[g].efd = -1;
+		ss->groups[g].sess = ss;
+	}
 }
 
 int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
-		  uint64_t max_slots, const struct scanner_config *cfg)
+		  uint64_t max_slots, uint64_t max_groups, const struct scanner_config *cfg)
 {
 	struct scanner *sc = calloc(1, sizeof(*sc));
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -717,7 +794,8 @@ int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32
 	pthread_mutex_init(&sc->lock, NULL);
 	sc->sessions = calloc(max_sessions ? max_sessions : 1, sizeof(*sc->sessions));
 	sc->pending = calloc(max_slots ? max_slots : 1, sizeof(*sc->pending));
-	if (!sc->sessions || !sc->pending) {
+	sc->rang = calloc(max_groups ? max_groups : 1, sizeof(*sc->rang));
+	if (!sc->sessions || !sc->pending || !sc->rang) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -746,6 +824,7 @@ fail:
 	safe_close(sc->park_ep);
 	free(sc->sessions);
 	free(sc->pending);
+	free(sc->rang);
 	pthread_mutex_destroy(&sc->lock);
 	free(sc);
 	return r;
@@ -778,6 +857,7 @@ void scanner_stop(struct scanner *sc)
 	close(sc->park_ep);
 	free(sc->sessions);
 	free(sc->pending);
+	free(sc->rang);
 	pthread_mutex_destroy(&sc->lock);
 	free(sc);
 }

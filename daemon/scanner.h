@@ -55,12 +55,23 @@ struct scanner_slot {
 	uint32_t armed;     /* highest target armed */
 	uint32_t signalled; /* value up to which completions were written */
 	uint32_t pend_idx;  /* index in the pending set, or SCAN_NOT_PENDING */
+	uint32_t group;     /* 0, or the id + 1 of the group whose ring it signals */
 	uint8_t owned;      /* allocated to the client: arms are accepted */
 	uint8_t retiring;   /* freed, waiting for the flag to reach armed */
 	struct scanner_session *sess;
 	struct scanner_cmd *retire_cmd; /* handed back once the flag lands */
 };
 #define SCAN_NOT_PENDING UINT32_MAX
+
+/* One group of a client: its ring in the region and its one eventfd. */
+struct scanner_group {
+	volatile struct cuflag_group_ring *ring;
+	int efd;             /* -1: no such group */
+	uint32_t tail;       /* the truth of the ring's tail, private */
+	uint32_t overflows;  /* the truth of its overflow count, private */
+	uint8_t rang;        /* records went in this pass: ring its eventfd once */
+	struct scanner_session *sess;
+};
 
 /* One client's region as the scanner sees it. */
 struct scanner_session {
@@ -74,6 +85,7 @@ struct scanner_session {
 	uint32_t head_local;        /* the truth of head, private (from ADD_SESSION on) */
 	uint32_t list_idx;          /* index in the scanner's session list */
 	struct scanner_slot *slots;    /* layout.nslots */
+	struct scanner_group *groups;  /* layout.ngroups */
 	uint32_t pending;           /* slots of this session in the pending set */
 	struct scanner_user *user;  /* its uid's accounting (set before ADD_SESSION) */
 	uint8_t live;               /* in the scanner's list */
@@ -93,6 +105,7 @@ enum scanner_op {
 	SCAN_ADD_SLOT,   /* slot, start (signalled), armed, efd */
 	SCAN_DEL_SLOT,   /* slot; handed back once no write can still land */
 	SCAN_SET_EFD,    /* slot, efd; the old one comes back in efd */
+	SCAN_SET_GROUP,  /* slot: the group id, efd (-1: no more); the old one comes back */
 };
 
 struct scanner_cmd {
@@ -101,6 +114,7 @@ struct scanner_cmd {
 	uint32_t slot;
 	uint32_t start;
 	uint32_t armed;       /* ADD_SLOT: start, or more for a slot adopted after a restart */
+	uint32_t group;       /* ADD_SLOT: 0, or the id + 1 of the slot's group */
 	int efd;
 	uint32_t final_armed; /* DEL_SLOT: the slot's last armed value */
 	void *owner;          /* the main thread's context for the reply */
@@ -131,7 +145,7 @@ struct scanner_config {
  * never allocates. 0 or a negative errno.
  */
 int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
-		  uint64_t max_slots, const struct scanner_config *cfg);
+		  uint64_t max_slots, uint64_t max_groups, const struct scanner_config *cfg);
 
 /* Stop and join the thread; every command not handed back is dropped. */
 void scanner_stop(struct scanner *sc);
@@ -151,12 +165,12 @@ void scanner_get_stats(struct scanner *sc, struct scanner_stats *st);
 uint64_t scanner_heartbeat(struct scanner *sc);
 
 /* Fill in the scanner's view of a region mapped at base with layout l and
- * flags at flags (in the region, or a CUDA IPC allocation). nslots entries
- * of slots follow it in the same allocation (see scanner_session_size). */
+ * flags at flags (in the region, or a CUDA IPC allocation). Its slots and
+ * groups follow it in the same allocation (see scanner_session_size). */
 void scanner_session_init(struct scanner_session *ss, const struct cuflag_region_layout *l,
 			  uint8_t *base, volatile uint32_t *flags, int wake_fd,
 			  struct scanner_user *user);
-size_t scanner_session_size(uint32_t nslots);
+size_t scanner_session_size(const struct cuflag_region_layout *l);
 
 /* Clients found broken so far: the main loop looks for them when this moves. */
 uint64_t scanner_broken_count(struct scanner *sc);

@@ -387,6 +387,7 @@ static int start_workers(struct server *srv, const struct cuflagd_config *cfg)
 	int rc;
 
 	rc = cuflag_region_layout_make(&srv->layout, cfg->slots_per_client, cfg->queue_size,
+				       cfg->groups_per_client, cfg->group_ring,
 				       (uint32_t)sysconf(_SC_PAGESIZE));
 	if (rc) {
 		log_err("no region layout for %u slots and a queue of %u", cfg->slots_per_client,
@@ -404,7 +405,8 @@ static int start_workers(struct server *srv, const struct cuflagd_config *cfg)
 		return rc;
 	}
 	rc = scanner_start(&srv->sc, srv->dp.page, cfg->max_clients,
-			   (uint64_t)cfg->max_clients * cfg->slots_per_client, &scfg);
+			   (uint64_t)cfg->max_clients * cfg->slots_per_client,
+			   (uint64_t)cfg->max_clients * cfg->groups_per_client, &scfg);
 	if (rc)
 		log_err("cannot start the scanner: %s", strerror(-rc));
 	return rc;

@@ -105,12 +105,19 @@ void session_release(struct server *srv, struct session *s)
 		closer_close(srv->closer, s->slots.efd[i]);
 		s->slots.efd[i] = -1;
 	}
+	for (uint32_t g = 0; g < s->slots.ngroups; g++) {
+		closer_close(srv->closer, s->slots.group_efd[g]);
+		s->slots.group_efd[g] = -1;
+	}
 	closer_close(srv->closer, s->wake_fd);
 	s->wake_fd = -1;
 	region_destroy(&s->region);
 	slab_cuda_free(&s->ipc);
 	if (s->scan) {
-		s->user->slots -= s->slots.nlive + s->slots.nretiring;
+		/* Only the slots with an eventfd of the daemon's count for the user. */
+		for (uint32_t i = 0; i < s->slots.n; i++)
+			if (s->slots.state[i] != SLOT_FREE && !s->slots.group[i])
+				s->user->slots--;
 		s->user->regions--;
 		srv->nregions--;
 	}
@@ -238,6 +245,10 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 	case SCAN_ADD_SESSION:
 	case SCAN_ADD_SLOT:
 		break;
+	case SCAN_SET_GROUP:
+		/* The scanner has let go of the group's old eventfd, if any. */
+		closer_close(srv->closer, c->efd);
+		break;
 	case SCAN_SET_EFD:
 		/* The scanner has let go of the old eventfd. */
 		closer_close(srv->closer, c->efd);
@@ -253,7 +264,9 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 		s->slots.next_start[c->slot] = c->final_armed + RESTART_GAP;
 		s->slots.free_stack[s->slots.nfree++] = c->slot;
 		s->slots.nretiring--;
-		s->user->slots--;
+		if (!s->slots.group[c->slot])
+			s->user->slots--;
+		s->slots.group[c->slot] = 0;
 		if (s->parked && !s->dead)
 			request_retry_parked(srv, s, 1);
 		break;

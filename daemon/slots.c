@@ -5,17 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-int slot_table_init(struct slot_table *t, uint32_t n)
+int slot_table_init(struct slot_table *t, uint32_t n, uint32_t ngroups)
 {
 	memset(t, 0, sizeof(*t));
 	t->state = calloc(n, 1);
 	t->efd = malloc(sizeof(int) * n);
+	t->group = calloc(n, sizeof(uint32_t));
 	t->next_start = calloc(n, sizeof(uint32_t));
 	t->free_stack = malloc(sizeof(uint32_t) * n);
-	if (!t->state || !t->efd || !t->next_start || !t->free_stack) {
+	t->group_efd = malloc(sizeof(int) * (ngroups ? ngroups : 1));
+	t->group_live = calloc(ngroups ? ngroups : 1, sizeof(uint32_t));
+	if (!t->state || !t->efd || !t->group || !t->next_start || !t->free_stack ||
+	    !t->group_efd || !t->group_live) {
 		slot_table_free(t);
 		return -ENOMEM;
 	}
+	for (uint32_t g = 0; g < ngroups; g++)
+		t->group_efd[g] = -1;
+	t->ngroups = ngroups;
 	/* Low ids first: popped from the top of the stack. */
 	for (uint32_t i = 0; i < n; i++) {
 		t->efd[i] = -1;
@@ -29,6 +36,9 @@ void slot_table_free(struct slot_table *t)
 {
 	free(t->state);
 	free(t->efd);
+	free(t->group);
+	free(t->group_efd);
+	free(t->group_live);
 	free(t->next_start);
 	free(t->free_stack);
 	memset(t, 0, sizeof(*t));
@@ -46,6 +56,11 @@ void slot_table_take_id(struct slot_table *t, uint32_t id)
 			t->free_stack[k] = t->free_stack[--t->nfree];
 			return;
 		}
+}
+
+int slot_table_group_ok(const struct slot_table *t, uint32_t group)
+{
+	return !group || (group <= t->ngroups && t->group_efd[group - 1] >= 0);
 }
 
 int slot_table_all_in(const struct slot_table *t, const uint32_t *ids, uint32_t count,

@@ -17,20 +17,28 @@ enum slot_state {
 struct slot_table {
 	uint32_t n;
 	uint8_t *state;       /* enum slot_state */
-	int *efd;             /* the slot's eventfd, or -1 */
+	int *efd;             /* the slot's eventfd, or -1 (none, or grouped) */
+	uint32_t *group;      /* 0, or the id + 1 of the slot's group */
 	uint32_t *next_start; /* the start value of its next hand-out */
 	uint32_t *free_stack; /* free ids, low ids on top */
 	uint32_t nfree, nlive, nretiring;
+	/* Groups: each one's eventfd (-1: not made) and live slots. */
+	uint32_t ngroups;
+	int *group_efd;
+	uint32_t *group_live;
 };
 
-/* n free slots. 0 or -ENOMEM (t is then empty). */
-int slot_table_init(struct slot_table *t, uint32_t n);
+/* n free slots and ngroups groups not made. 0 or -ENOMEM (t is then empty). */
+int slot_table_init(struct slot_table *t, uint32_t n, uint32_t ngroups);
 void slot_table_free(struct slot_table *t);
 
 /* Pop the lowest free id (nfree > 0), or take a given one (after a restart
  * the client names the ids it held). */
 uint32_t slot_table_take(struct slot_table *t);
 void slot_table_take_id(struct slot_table *t, uint32_t id);
+
+/* Whether group (0, or an id + 1) names no group or one that was made. */
+int slot_table_group_ok(const struct slot_table *t, uint32_t group);
 
 /* Whether ids[0..count) name slots in state want, each once. */
 int slot_table_all_in(const struct slot_table *t, const uint32_t *ids, uint32_t count,

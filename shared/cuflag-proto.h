@@ -43,6 +43,8 @@ enum cuflag_msg_type {
 	CUFLAG_MSG_CLIENTS = 6, /* admin: one reply per client, then an empty end */
 	CUFLAG_MSG_ATTACH = 7,  /* after HELLO: the client's region and wake eventfd */
 	CUFLAG_MSG_ADOPT = 8,   /* after an ATTACH that resumes: slot ids with their eventfds */
+	CUFLAG_MSG_GROUP = 9,   /* a group of slots: its ring and its one eventfd */
+	CUFLAG_MSG_UNGROUP = 10, /* the group's slots are all freed: let it go */
 	CUFLAG_MSG_TYPE_END,
 };
 /* A reply has the request's type with this bit set and echoes its id. */
@@ -102,16 +104,21 @@ struct cuflag_msg_hello_reply {
 	uint32_t client_id;    /* the daemon's name for this connection */
 	uint64_t flags_size;   /* CUDA_IPC: bytes of the flags allocation; else 0 */
 	uint32_t state_off;    /* struct cuflag_slot_state[nslots], daemon-written */
+	uint32_t groups_off;   /* struct cuflag_group_ring[ngroups], each ring_size bytes */
+	uint32_t ngroups;      /* groups a client may have */
+	uint32_t ring_cap;     /* completion records per group ring, a power of two */
+	uint32_t ring_size;    /* bytes per group: header line + ring_cap records */
 	uint32_t reserved;
 };
-_Static_assert(sizeof(struct cuflag_msg_hello_reply) == 72, "hello reply size");
+_Static_assert(sizeof(struct cuflag_msg_hello_reply) == 88, "hello reply size");
+_Static_assert(offsetof(struct cuflag_msg_hello_reply, groups_off) == 68, "hr groups");
 _Static_assert(offsetof(struct cuflag_msg_hello_reply, flags_size) == 56, "hr flags size");
 _Static_assert(offsetof(struct cuflag_msg_hello_reply, region_size) == 16, "hr size");
 _Static_assert(offsetof(struct cuflag_msg_hello_reply, flags_off) == 44, "hr flags");
 
 struct cuflag_msg_alloc {
 	uint32_t count; /* 1..CUFLAG_BATCH_MAX */
-	uint32_t reserved;
+	uint32_t group; /* 0, or a group id + 1: the slots signal that group's ring */
 };
 _Static_assert(sizeof(struct cuflag_msg_alloc) == 8, "alloc size");
 
@@ -122,7 +129,8 @@ struct cuflag_slot_grant {
 };
 _Static_assert(sizeof(struct cuflag_slot_grant) == 8, "grant size");
 
-/* Reply to ALLOC: count grants; fds: one eventfd per grant, in order. */
+/* Reply to ALLOC: count grants; fds: one eventfd per grant, in order (none
+ * for slots of a group: the group's eventfd rings for them). */
 struct cuflag_msg_alloc_reply {
 	uint32_t count;
 	uint32_t reserved;
@@ -164,12 +172,22 @@ struct cuflag_msg_attach {
 };
 _Static_assert(sizeof(struct cuflag_msg_attach) == 16, "attach size");
 
-/* ADOPT: count ids (1..CUFLAG_BATCH_MAX) and as many eventfds, in order. */
+/* ADOPT: count ids (1..CUFLAG_BATCH_MAX) and as many eventfds, in order; or,
+ * with group = a group id + 1, slots of that group (GROUP sent first) and no
+ * fds. */
 struct cuflag_msg_adopt {
 	uint32_t count;
-	uint32_t reserved;
+	uint32_t group;
 	uint32_t ids[CUFLAG_BATCH_MAX];
 };
+
+/* GROUP: fds: [0] the group's eventfd (the client's). UNGROUP: no fds, and
+ * no slot of the group may be held. */
+struct cuflag_msg_group {
+	uint32_t id;       /* 0..ngroups-1 */
+	uint32_t reserved; /* must be 0 */
+};
+_Static_assert(sizeof(struct cuflag_msg_group) == 8, "group size");
 _Static_assert(offsetof(struct cuflag_msg_adopt, ids) == 8, "adopt ids");
 _Static_assert(offsetof(struct cuflag_msg_adopt, ids) == offsetof(struct cuflag_msg_free, ids),
 	       "FREE and ADOPT share one id batch layout");
@@ -249,7 +267,11 @@ struct cuflag_region_hdr {
 	uint32_t flags_off;
 	uint64_t region_size;
 	uint32_t state_off;
-	uint8_t reserved[CUFLAG_CACHELINE - 44];
+	uint32_t groups_off;
+	uint32_t ngroups;
+	uint32_t ring_cap;
+	uint32_t ring_size;
+	uint8_t reserved[CUFLAG_CACHELINE - 60];
 };
 _Static_assert(sizeof(struct cuflag_region_hdr) == CUFLAG_CACHELINE, "region hdr");
 _Static_assert(offsetof(struct cuflag_region_hdr, region_size) == 32, "region size off");
@@ -265,6 +287,24 @@ struct cuflag_slot_state {
 	uint32_t signalled;
 };
 _Static_assert(sizeof(struct cuflag_slot_state) == 8, "slot state size");
+
+/*
+ * A group's completion ring, at groups_off + id * ring_size: the scanner
+ * appends the id of each grouped slot it signals (the count is in the slot's
+ * state, signalled: the ring says which slots to look at) and rings the
+ * group's eventfd once per pass. When the ring is full it counts an overflow
+ * instead, and the client looks at every slot of the group.
+ */
+struct cuflag_group_ring {
+	uint32_t tail;      /* daemon-written: records produced */
+	uint32_t overflows; /* daemon-written: records that did not fit */
+	uint8_t pad0[CUFLAG_CACHELINE - 8];
+	uint32_t head;      /* client-written: records consumed */
+	uint8_t pad1[CUFLAG_CACHELINE - 4];
+	uint32_t slot[];    /* ring_cap slot ids */
+};
+_Static_assert(offsetof(struct cuflag_group_ring, head) == CUFLAG_CACHELINE, "ring head");
+_Static_assert(offsetof(struct cuflag_group_ring, slot) == 2 * CUFLAG_CACHELINE, "ring slots");
 
 /* One arm: the client asks to be told when slot's flag reaches target. */
 struct cuflag_arm {

@@ -34,18 +34,19 @@ static int hdr_check(const void *buf, size_t len, unsigned nfds, struct cuflag_m
 	return 0;
 }
 
-/* FREE and ADOPT: count, a zero reserved word, then count ids. */
+/* FREE and ADOPT: count, a second word (FREE: reserved, zero; ADOPT: the
+ * group), then count ids. */
 static int check_id_batch(const unsigned char *body, size_t blen, const char *bad_len,
 			  const char *bad_reserved, const char *bad_count, const char *bad_sum,
-			  uint32_t *count_out, const char **reason)
+			  uint32_t *count_out, uint32_t *word2, const char **reason)
 {
-	uint32_t count, reserved;
+	uint32_t count;
 
 	if (blen < cuflag_id_batch_len(0))
 		FAIL(-EBADMSG, bad_len);
 	memcpy(&count, body, 4);
-	memcpy(&reserved, body + 4, 4);
-	if (reserved)
+	memcpy(word2, body + 4, 4);
+	if (bad_reserved && *word2)
 		FAIL(-EINVAL, bad_reserved);
 	if (count < 1 || count > CUFLAG_BATCH_MAX)
 		FAIL(-EINVAL, bad_count);
@@ -85,19 +86,17 @@ int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char 
 		if (blen != sizeof(m) || nfds)
 			FAIL(-EBADMSG, "ALLOC: bad length or fds");
 		memcpy(&m, body, sizeof(m));
-		if (m.reserved)
-			FAIL(-EINVAL, "ALLOC: reserved field not zero");
 		if (m.count < 1 || m.count > CUFLAG_BATCH_MAX)
 			FAIL(-EINVAL, "ALLOC: count out of range");
 		return 0;
 	}
 	case CUFLAG_MSG_FREE: {
-		uint32_t count;
+		uint32_t count, reserved;
 		if (nfds)
 			FAIL(-EBADMSG, "FREE: bad length or fds");
 		return check_id_batch(body, blen, "FREE: bad length or fds",
 				      "FREE: reserved field not zero", "FREE: count out of range",
-				      "FREE: length does not match count", &count, reason);
+				      "FREE: length does not match count", &count, &reserved, reason);
 	}
 	case CUFLAG_MSG_BIND: {
 		struct cuflag_msg_bind m;
@@ -127,14 +126,26 @@ int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char 
 		return 0;
 	}
 	case CUFLAG_MSG_ADOPT: {
-		uint32_t count;
-		int rc = check_id_batch(body, blen, "ADOPT: too short", "ADOPT: reserved field not zero",
+		uint32_t count, group;
+		int rc = check_id_batch(body, blen, "ADOPT: too short", NULL,
 					"ADOPT: count out of range", "ADOPT: length does not match count",
-					&count, reason);
+					&count, &group, reason);
 		if (rc)
 			return rc;
-		if (nfds != count)
-			FAIL(-EBADMSG, "ADOPT: one eventfd per slot");
+		if (nfds != (group ? 0 : count))
+			FAIL(-EBADMSG, "ADOPT: one eventfd per slot, none for a group's");
+		return 0;
+	}
+	case CUFLAG_MSG_GROUP:
+	case CUFLAG_MSG_UNGROUP: {
+		struct cuflag_msg_group m;
+		if (blen != sizeof(m))
+			FAIL(-EBADMSG, "GROUP: bad length");
+		if (nfds != (h.type == CUFLAG_MSG_GROUP ? 1u : 0u))
+			FAIL(-EBADMSG, "GROUP takes its eventfd, UNGROUP no fd");
+		memcpy(&m, body, sizeof(m));
+		if (m.reserved)
+			FAIL(-EINVAL, "GROUP: reserved field not zero");
 		return 0;
 	}
 	default:
@@ -178,8 +189,7 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 			FAIL(-EBADMSG, "ALLOC reply: too short");
 		memcpy(&count, body, 4);
 		if (count < 1 || count > CUFLAG_BATCH_MAX ||
-		    (uint64_t)blen != cuflag_alloc_reply_len(count) ||
-		    nfds != count)
+		    (uint64_t)blen != cuflag_alloc_reply_len(count) || (nfds != count && nfds))
 			FAIL(-EBADMSG, "ALLOC reply: count, length and fds disagree");
 		return 0;
 	}
@@ -191,6 +201,8 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 	case CUFLAG_MSG_FREE:
 	case CUFLAG_MSG_BIND:
 	case CUFLAG_MSG_ADOPT:
+	case CUFLAG_MSG_GROUP:
+	case CUFLAG_MSG_UNGROUP:
 		if (blen || nfds)
 			FAIL(-EBADMSG, "reply with an unexpected body");
 		return 0;
@@ -220,6 +232,10 @@ void cuflag_region_hdr_make(struct cuflag_region_hdr *h, const struct cuflag_reg
 	h->queue_off = l->queue_off;
 	h->flags_off = l->flags_off;
 	h->state_off = l->state_off;
+	h->groups_off = l->groups_off;
+	h->ngroups = l->ngroups;
+	h->ring_cap = l->ring_cap;
+	h->ring_size = l->ring_size;
 	h->region_size = l->size;
 }
 
@@ -234,12 +250,14 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 }
 
 int cuflag_region_layout_make(struct cuflag_region_layout *l, uint32_t nslots,
-			      uint32_t queue_cap, uint32_t page_size)
+			      uint32_t queue_cap, uint32_t ngroups, uint32_t ring_cap,
+			      uint32_t page_size)
 {
-	uint64_t qend, send, fend;
+	uint64_t qend, send, gend, fend;
 
 	if (!nslots || !is_pow2(queue_cap) || !is_pow2(page_size) || nslots > (1u << 24) ||
-	    queue_cap > (1u << 20))
+	    queue_cap > (1u << 20) || ngroups > 4096 || !is_pow2(ring_cap) ||
+	    ring_cap > (1u << 24))
 		return -EINVAL;
 	qend = CUFLAG_REGION_QUEUE_OFF + (uint64_t)queue_cap * sizeof(struct cuflag_arm);
 	l->nslots = nslots;
@@ -249,10 +267,27 @@ int cuflag_region_layout_make(struct cuflag_region_layout *l, uint32_t nslots,
 	l->queue_off = CUFLAG_REGION_QUEUE_OFF;
 	l->state_off = (uint32_t)round_up(qend, CUFLAG_CACHELINE);
 	send = l->state_off + (uint64_t)nslots * sizeof(struct cuflag_slot_state);
-	l->flags_off = (uint32_t)round_up(send, page_size);
+	l->ngroups = ngroups;
+	l->ring_cap = ring_cap;
+	l->ring_size = (uint32_t)round_up(sizeof(struct cuflag_group_ring) +
+					  (uint64_t)ring_cap * sizeof(uint32_t), CUFLAG_CACHELINE);
+	l->groups_off = (uint32_t)round_up(send, CUFLAG_CACHELINE);
+	gend = l->groups_off + (uint64_t)ngroups * l->ring_size;
+	l->flags_off = (uint32_t)round_up(gend, page_size);
 	fend = l->flags_off + (uint64_t)nslots * sizeof(uint32_t);
 	l->size = round_up(fend, page_size);
-	return 0;
+	return l->size > UINT32_MAX ? -EINVAL : 0;
+}
+
+void cuflag_region_layout_from_reply(struct cuflag_region_layout *l,
+				     const struct cuflag_msg_hello_reply *r)
+{
+	*l = (struct cuflag_region_layout){
+		.nslots = r->nslots, .queue_cap = r->queue_cap, .head_off = r->head_off,
+		.tail_off = r->tail_off, .queue_off = r->queue_off, .state_off = r->state_off,
+		.flags_off = r->flags_off, .groups_off = r->groups_off, .ngroups = r->ngroups,
+		.ring_cap = r->ring_cap, .ring_size = r->ring_size, .size = r->region_size,
+	};
 }
 
 /* [off, off+len) lies inside size; widened so no sum wraps. */
@@ -273,6 +308,7 @@ int cuflag_region_layout_check(const struct cuflag_region_layout *l, uint64_t ma
 	uint64_t qlen = (uint64_t)l->queue_cap * sizeof(struct cuflag_arm);
 	uint64_t flen = (uint64_t)l->nslots * sizeof(uint32_t);
 	uint64_t slen = (uint64_t)l->nslots * sizeof(struct cuflag_slot_state);
+	uint64_t glen = (uint64_t)l->ngroups * l->ring_size;
 
 	if (l->size != mapped_size)
 		FAIL(-EINVAL, "region size differs from the memory behind it");
@@ -280,18 +316,24 @@ int cuflag_region_layout_check(const struct cuflag_region_layout *l, uint64_t ma
 		FAIL(-EINVAL, "region size not a multiple of the page size");
 	if (!l->nslots || !is_pow2(l->queue_cap))
 		FAIL(-EINVAL, "region with no slots or a queue not a power of two");
+	if (l->ngroups && (!is_pow2(l->ring_cap) || l->ring_size % CUFLAG_CACHELINE ||
+			   l->ring_size < sizeof(struct cuflag_group_ring) +
+						  (uint64_t)l->ring_cap * 4u))
+		FAIL(-EINVAL, "group rings not a power of two or not their size");
 	if (l->head_off % CUFLAG_CACHELINE || l->tail_off % CUFLAG_CACHELINE ||
 	    l->queue_off % sizeof(struct cuflag_arm) || l->state_off % CUFLAG_CACHELINE ||
+	    (l->ngroups && l->groups_off % CUFLAG_CACHELINE) ||
 	    l->flags_off % page_size)
 		FAIL(-EINVAL, "region part misaligned");
 	if (!inside(l->head_off, 4, l->size) || !inside(l->tail_off, 4, l->size) ||
 	    !inside(l->queue_off, qlen, l->size) || !inside(l->flags_off, flen, l->size) ||
-	    !inside(l->state_off, slen, l->size))
+	    !inside(l->state_off, slen, l->size) || !inside(l->groups_off, glen, l->size))
 		FAIL(-EINVAL, "region part outside the region");
 	if (l->head_off < sizeof(struct cuflag_region_hdr) ||
 	    l->tail_off < sizeof(struct cuflag_region_hdr) ||
 	    l->queue_off < sizeof(struct cuflag_region_hdr) ||
 	    l->state_off < sizeof(struct cuflag_region_hdr) ||
+	    (l->ngroups && l->groups_off < sizeof(struct cuflag_region_hdr)) ||
 	    l->flags_off < sizeof(struct cuflag_region_hdr))
 		FAIL(-EINVAL, "region part over the header");
 	if (!apart(l->head_off, CUFLAG_CACHELINE, l->tail_off, CUFLAG_CACHELINE) ||
@@ -300,7 +342,11 @@ int cuflag_region_layout_check(const struct cuflag_region_layout *l, uint64_t ma
 	    !apart(l->head_off, 4, l->flags_off, flen) || !apart(l->tail_off, 4, l->flags_off, flen) ||
 	    !apart(l->state_off, slen, l->flags_off, flen) ||
 	    !apart(l->state_off, slen, l->queue_off, qlen) ||
-	    !apart(l->state_off, slen, l->head_off, 4) || !apart(l->state_off, slen, l->tail_off, 4))
+	    !apart(l->state_off, slen, l->head_off, 4) || !apart(l->state_off, slen, l->tail_off, 4) ||
+	    !apart(l->groups_off, glen, l->flags_off, flen) ||
+	    !apart(l->groups_off, glen, l->queue_off, qlen) ||
+	    !apart(l->groups_off, glen, l->state_off, slen) ||
+	    !apart(l->groups_off, glen, l->head_off, 4) || !apart(l->groups_off, glen, l->tail_off, 4))
 		FAIL(-EINVAL, "region parts overlap");
 	return 0;
 }

@@ -33,6 +33,10 @@ struct cuflag_region_layout {
 	uint32_t queue_off;
 	uint32_t state_off; /* struct cuflag_slot_state[nslots], daemon-written */
 	uint32_t flags_off;
+	uint32_t groups_off; /* struct cuflag_group_ring, ngroups of ring_size bytes */
+	uint32_t ngroups;
+	uint32_t ring_cap;
+	uint32_t ring_size;
 	uint64_t size;
 };
 
@@ -40,9 +44,15 @@ struct cuflag_region_layout {
  * daemon compares it byte for byte). */
 void cuflag_region_hdr_make(struct cuflag_region_hdr *h, const struct cuflag_region_layout *l);
 
-/* Layout v1 for nslots and queue_cap (a power of two); 0 or -EINVAL. */
+/* The layout for nslots, queue_cap arms (a power of two), ngroups groups of
+ * ring_cap records (a power of two); 0 or -EINVAL. */
 int cuflag_region_layout_make(struct cuflag_region_layout *l, uint32_t nslots,
-			      uint32_t queue_cap, uint32_t page_size);
+			      uint32_t queue_cap, uint32_t ngroups, uint32_t ring_cap,
+			      uint32_t page_size);
+
+/* A layout from a HELLO reply. */
+void cuflag_region_layout_from_reply(struct cuflag_region_layout *l,
+				     const struct cuflag_msg_hello_reply *r);
 
 /*
  * Check a layout offered by a peer against the size of the memory behind it:

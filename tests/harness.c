@@ -224,14 +224,11 @@ double daemon_cpu_share(const struct daemon_proc *d, int ms)
 
 int make_client_region(const struct cuflag_msg_hello_reply *hr)
 {
-	struct cuflag_region_layout l = {
-		.nslots = hr->nslots, .queue_cap = hr->queue_cap, .head_off = hr->head_off,
-		.tail_off = hr->tail_off, .queue_off = hr->queue_off, .state_off = hr->state_off,
-		.flags_off = hr->flags_off, .size = hr->region_size,
-	};
+	struct cuflag_region_layout l;
 	struct cuflag_region_hdr h;
 	int fd = memfd_create("test-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
+	cuflag_region_layout_from_reply(&l, hr);
 	CHECK(fd >= 0);
 	CHECK(ftruncate(fd, (off_t)l.size) == 0 && fallocate(fd, 0, 0, (off_t)l.size) == 0);
 	cuflag_region_hdr_make(&h, &l);

@@ -548,7 +548,6 @@ static const struct bad_request bad_requests[] = {
 	{ "HELLO flags set", EITHER, CUFLAG_MSG_HELLO, { 1, V, 1 }, 16, .want = -EINVAL },
 	{ "HELLO reserved set", EITHER, CUFLAG_MSG_HELLO, { 1, V, 0, 0x80000000u }, 16,
 	  .want = -EINVAL },
-	{ "ALLOC reserved set", EITHER, CUFLAG_MSG_ALLOC, { 1, 1 }, 8, .want = -EINVAL },
 	{ "FREE reserved set", EITHER, CUFLAG_MSG_FREE, { 1, 7 }, FREE_LEN(1), .want = -EINVAL },
 	{ "BIND reserved set", EITHER, CUFLAG_MSG_BIND, { 0, 1 }, 8, .hdr_nfds = 1, .nfds = 1,
 	  .want = -EINVAL },
@@ -753,6 +752,14 @@ TEST(refusals)
 	msg_init(&m, CUFLAG_MSG_BIND, &b, sizeof(b));
 	m.h.nfds = 1;
 	expect_refusal_on(fd, "BIND to slot 2^32-1", &m, &efd, 1, -EINVAL);
+	{
+		struct cuflag_msg_alloc ag = { .count = 1, .group = 1 };
+		msg_init(&m, CUFLAG_MSG_ALLOC, &ag, sizeof(ag));
+		expect_refusal_on(fd, "ALLOC in a group not made", &m, NULL, 0, -EINVAL);
+		ag.group = UINT32_MAX;
+		msg_init(&m, CUFLAG_MSG_ALLOC, &ag, sizeof(ag));
+		expect_refusal_on(fd, "ALLOC in group 2^32-2", &m, NULL, 0, -EINVAL);
+	}
 
 	/* ALLOC past slots-per-client. */
 	raw_alloc(fd, CUFLAG_BATCH_MAX, g, more);

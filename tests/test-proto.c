@@ -250,14 +250,14 @@ START_TEST(test_layout_make_and_check)
 	struct cuflag_region_layout l;
 	const char *why;
 
-	ck_assert_int_eq(cuflag_region_layout_make(&l, 1024, 1024, 4096), 0);
+	ck_assert_int_eq(cuflag_region_layout_make(&l, 1024, 1024, 8, 1024, 4096), 0);
 	ck_assert_uint_eq(l.flags_off % 4096, 0);
 	ck_assert_uint_ge(l.flags_off, l.queue_off + 1024 * 8);
 	ck_assert_uint_eq(l.size % 4096, 0);
 	ck_assert_uint_ge(l.size, (uint64_t)l.flags_off + 4096);
 	ck_assert_int_eq(cuflag_region_layout_check(&l, l.size, 4096, &why), 0);
-	ck_assert_int_eq(cuflag_region_layout_make(&l, 1, 3, 4096), -EINVAL);
-	ck_assert_int_eq(cuflag_region_layout_make(&l, 0, 4, 4096), -EINVAL);
+	ck_assert_int_eq(cuflag_region_layout_make(&l, 1, 3, 8, 1024, 4096), -EINVAL);
+	ck_assert_int_eq(cuflag_region_layout_make(&l, 0, 4, 8, 1024, 4096), -EINVAL);
 }
 END_TEST
 
@@ -266,7 +266,7 @@ START_TEST(test_layout_rejects)
 	struct cuflag_region_layout good, l;
 	const char *why;
 
-	ck_assert_int_eq(cuflag_region_layout_make(&good, 100, 64, 4096), 0);
+	ck_assert_int_eq(cuflag_region_layout_make(&good, 100, 64, 2, 16, 4096), 0);
 	/* Size differs from the memory behind it. */
 	ck_assert_int_eq(cuflag_region_layout_check(&good, good.size - 4096, 4096, &why), -EINVAL);
 	/* Flags past the end. */

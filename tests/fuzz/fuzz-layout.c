@@ -30,14 +30,16 @@ static int is_pow2_64(uint64_t v)
 
 static void accepted(const struct cuflag_region_layout *l, uint64_t mapped, uint32_t page)
 {
-	struct part p[5] = {
+	struct part p[7] = {
 		{ l->head_off, 4 },
 		{ l->tail_off, 4 },
 		{ l->queue_off, (uint64_t)l->queue_cap * sizeof(struct cuflag_arm) },
 		{ l->flags_off, (uint64_t)l->nslots * sizeof(uint32_t) },
 		{ 0, sizeof(struct cuflag_region_hdr) },
+		{ l->state_off, (uint64_t)l->nslots * sizeof(struct cuflag_slot_state) },
+		{ l->groups_off, (uint64_t)l->ngroups * l->ring_size },
 	};
-	unsigned n = sizeof(p) / sizeof(p[0]);
+	unsigned n = l->ngroups ? 7 : 6;
 
 	CHECK(l->size == mapped);
 	CHECK(is_pow2_64(page) && l->size % page == 0);
@@ -84,6 +86,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	page = b & 0x80 ? 1u << ((b & 0x7f) % 24) : (uint32_t)rd(data, size, &at, 4);
 	b = (uint8_t)rd(data, size, &at, 1);
 	mapped = b ? rd(data, size, &at, 8) : l.size;
+	/* Groups last, so that inputs without them describe none. */
+	l.ngroups = (uint32_t)rd(data, size, &at, 2);
+	l.groups_off = (uint32_t)rd(data, size, &at, 4);
+	l.ring_cap = 1u << (rd(data, size, &at, 1) % 20);
+	l.ring_size = (uint32_t)rd(data, size, &at, 4);
 
 	rc = cuflag_region_layout_check(&l, mapped, page, &reason);
 	if (rc == 0)
@@ -92,7 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(reason != NULL && reason[0] != 0);
 
 	/* What make builds, check accepts, for the size make chose. */
-	if (cuflag_region_layout_make(&made, l.nslots, l.queue_cap, page) == 0) {
+	if (cuflag_region_layout_make(&made, l.nslots, l.queue_cap, l.ngroups % 64, l.ring_cap,
+				      page) == 0) {
 		reason = NULL;
 		rc = cuflag_region_layout_check(&made, made.size, page, &reason);
 		CHECK_MSG(rc == 0, "layout_make's layout refused: %s", reason);

@@ -39,7 +39,7 @@ static void accepted_request(const uint8_t *m, size_t len, unsigned nfds)
 	case CUFLAG_MSG_ALLOC:
 		CHECK(blen == sizeof(struct cuflag_msg_alloc) && nfds == 0);
 		CHECK(rd32(m + 16) >= 1 && rd32(m + 16) <= CUFLAG_BATCH_MAX);
-		CHECK(rd32(m + 20) == 0);
+		/* The second word is a group: the daemon checks it is one made. */
 		break;
 	case CUFLAG_MSG_FREE: {
 		CHECK(blen >= 8 && nfds == 0);
@@ -56,6 +56,22 @@ static void accepted_request(const uint8_t *m, size_t len, unsigned nfds)
 	case CUFLAG_MSG_STATS:
 	case CUFLAG_MSG_CLIENTS:
 		CHECK(blen == 0 && nfds == 0);
+		break;
+	case CUFLAG_MSG_ATTACH:
+		CHECK(blen == sizeof(struct cuflag_msg_attach) && nfds == 2);
+		CHECK(rd32(m + 16) == 0);
+		break;
+	case CUFLAG_MSG_ADOPT: {
+		uint32_t count = rd32(m + 16);
+		CHECK(count >= 1 && count <= CUFLAG_BATCH_MAX);
+		CHECK(blen == cuflag_id_batch_len(count));
+		CHECK(nfds == (rd32(m + 20) ? 0 : count)); /* a group's slots bring none */
+		break;
+	}
+	case CUFLAG_MSG_GROUP:
+	case CUFLAG_MSG_UNGROUP:
+		CHECK(blen == sizeof(struct cuflag_msg_group) && rd32(m + 20) == 0);
+		CHECK(nfds == (h.type == CUFLAG_MSG_GROUP ? 1u : 0u));
 		break;
 	default:
 		CHECK(!"accepted an unknown request type");
@@ -78,12 +94,15 @@ static void accepted_reply(const uint8_t *m, size_t len, unsigned nfds, uint16_t
 		return;
 	}
 	if (type == CUFLAG_MSG_ALLOC) {
-		/* The library copies count grants and takes count fds. */
+		/* The library copies count grants and takes count fds (none
+		 * for a group's slots). */
 		uint32_t count = rd32(m + 16);
-		CHECK(count >= 1 && count <= CUFLAG_BATCH_MAX && nfds == count);
+		CHECK(count >= 1 && count <= CUFLAG_BATCH_MAX && (nfds == count || !nfds));
 		CHECK(blen == cuflag_alloc_reply_len(count));
 	} else if (type == CUFLAG_MSG_HELLO) {
-		CHECK(blen == sizeof(struct cuflag_msg_hello_reply) && nfds == 3);
+		CHECK(blen == sizeof(struct cuflag_msg_hello_reply) && nfds == 1);
+	} else if (type == CUFLAG_MSG_ATTACH) {
+		CHECK(blen == 0 && nfds <= 1); /* cuda-ipc: the flags allocation */
 	} else {
 		CHECK(nfds == 0);
 	}

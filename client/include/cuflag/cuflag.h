@@ -51,8 +51,16 @@ extern "C" {
 
 /** A connection to cuflagd and the region it shares with this process. */
 typedef struct cuflag_client cuflag_client;
-/** One completion timeline: a flag and an eventfd. */
+/** One completion timeline: a flag and an eventfd (or its group's). */
 typedef struct cuflag_slot cuflag_slot;
+/** Many slots that share one eventfd and report through a completion ring. */
+typedef struct cuflag_group cuflag_group;
+
+/** What cuflag_group_drain() hands out: a slot and its new completions. */
+struct cuflag_completion {
+	cuflag_slot *slot;
+	uint64_t completions;
+};
 
 /** Environment variable naming the daemon's socket when no path is given. */
 #define CUFLAG_SOCKET_ENV "CUFLAG_SOCKET"
@@ -85,8 +93,8 @@ typedef struct cuflag_slot cuflag_slot;
 CUFLAG_API int cuflag_connect(const char *socket_path, cuflag_client **out);
 
 /**
- * cuflag_disconnect() - release every slot, unmap the region, hang up.
- * Every slot of @c is invalid afterwards. NULL is accepted. Synchronise the
+ * cuflag_disconnect() - release every slot and group, unmap the region, hang up.
+ * Every slot and group of @c is invalid afterwards. NULL is accepted. Synchronise the
  * streams you signalled through cuflag_cuda_signal() first: a flag write
  * still queued on a stream would land in memory that is no longer mapped.
  */
@@ -129,7 +137,8 @@ CUFLAG_API void cuflag_slot_release(cuflag_slot *s);
  * Its counter is the number of completions signalled and not yet consumed.
  * The fd is non-blocking; read it with cuflag_slot_consume() or read(2) of
  * 8 bytes. It stays owned by the slot: do not close it.
- * Return: the fd (>= 0).
+ * Return: the fd (>= 0), or -EOPNOTSUPP for a slot of a group: it has no
+ * eventfd of its own (poll cuflag_group_fd()).
  */
 CUFLAG_API int cuflag_slot_fd(const cuflag_slot *s);
 
@@ -205,6 +214,7 @@ CUFLAG_API int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions);
 
 /**
  * cuflag_slot_bind_eventfd() - have the daemon signal @efd instead.
+ * Not for a slot of a group (-EOPNOTSUPP).
  * The daemon takes a duplicate and makes it non-blocking (the flag is shared
  * with your copy); the slot's own eventfd is closed and cuflag_slot_fd()
  * returns a duplicate of @efd that the slot owns. @efd stays yours.
@@ -255,6 +265,67 @@ CUFLAG_API int cuflag_reconnect(cuflag_client *c);
  * Return: 0, or -EINVAL.
  */
 CUFLAG_API int cuflag_client_set_resume_timeout(cuflag_client *c, int timeout_ms);
+
+/**
+ * cuflag_group_create() - a group: one eventfd and one completion ring for
+ * many slots, instead of an eventfd per slot.
+ *
+ * The daemon's scanner appends each grouped slot it signals to the group's
+ * ring (in the client's region) and rings the group's eventfd once per pass,
+ * however many of its slots completed; the daemon holds one fd per group, not
+ * one per slot. Several threads may drain one group; a client may have as
+ * many groups as the daemon's --groups-per-client allows. Groups survive a
+ * daemon restart like slots do.
+ * Return: 0, or -ENOSPC (all of the client's groups are made), -EMFILE,
+ * -ENOMEM, -ECHILD, or a request error as cuflag_slot_acquire().
+ */
+CUFLAG_API int cuflag_group_create(cuflag_client *c, cuflag_group **out);
+
+/**
+ * cuflag_group_destroy() - close the group and its eventfd. Its slots must
+ * have been released first (a slot of a destroyed group is invalid). NULL is
+ * accepted.
+ */
+CUFLAG_API void cuflag_group_destroy(cuflag_group *g);
+
+/**
+ * cuflag_group_fd() - the group's eventfd: POLLIN while completions wait in
+ * its ring. Read it only through cuflag_group_drain(). It stays the group's.
+ * Return: the fd (>= 0).
+ */
+CUFLAG_API int cuflag_group_fd(const cuflag_group *g);
+
+/**
+ * cuflag_group_slot_acquire() - get a slot of the group from the daemon.
+ * The slot has no eventfd of its own; arm, cuflag_cuda_signal(), wait,
+ * wait_spin and consume work on it as on any slot (a wait sleeps on the
+ * group's eventfd).
+ * Return: as cuflag_slot_acquire(), and -EINVAL for a NULL argument.
+ */
+CUFLAG_API int cuflag_group_slot_acquire(cuflag_group *g, cuflag_slot **out);
+
+/**
+ * cuflag_group_slots_acquire() - n slots of the group in as few round trips
+ * as possible; all or nothing. Errors as cuflag_group_slot_acquire(), and
+ * -EINVAL when n is 0.
+ */
+CUFLAG_API int cuflag_group_slots_acquire(cuflag_group *g, unsigned n, cuflag_slot **out);
+
+/**
+ * cuflag_group_drain() - the group's slots that completed, with how many
+ * times each, since they were last drained or consumed.
+ * @out: room for @max records.
+ *
+ * Non-blocking. Each completion is returned exactly once (the counts come from
+ * the daemon's record, as for cuflag_slot_consume(); the ring only says which
+ * slots to look at), also when the ring overflowed (then every slot of the
+ * group is looked at) and across a daemon restart. A slot may appear in
+ * several records of one drain only if it completed again meanwhile. When
+ * more than @max records wait, the group's fd stays readable.
+ * Return: the number of records filled (0 when none), or -EINVAL, -ECHILD.
+ */
+CUFLAG_API int cuflag_group_drain(cuflag_group *g, struct cuflag_completion *out,
+				  unsigned max);
 
 /**
  * cuflag_client_epoch() - the daemon's epoch: it changes at every daemon start.
