@@ -22,6 +22,9 @@
 #define CLOSER_THREADS_MAX 64
 /* Messages taken off a client socket before it is closed (see disarm). */
 #define DRAIN_MAX 256
+/* Marks a queued fd as one of our connections, to be emptied before its
+ * close (fds are far below it). */
+#define DRAIN_BIT (1 << 30)
 
 struct closer {
 	pthread_mutex_t lock;
@@ -69,22 +72,23 @@ static void drain_unix(int fd, int depth)
 	}
 }
 
-/* Close fd so that it cannot block: sockets without linger, Unix sockets
- * emptied first (one level deep: a socket inside a socket inside a socket is
- * just closed). */
+/* Close fd so that it cannot block: sockets without linger. A connection
+ * of ours (depth 0 with drain) is emptied first: what is queued on it the
+ * client sent us. A Unix socket a client handed over is not: what is queued
+ * on it may be someone else's to read (the client's own end of its
+ * connection, say). */
 static void disarm(int fd, int depth)
 {
 	struct stat st;
-	int domain;
-	socklen_t len = sizeof(domain);
 
 	if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
 		no_linger(fd);
-		if (depth < 2 && getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
-		    domain == AF_UNIX)
+		if (depth == 0 && (fd & DRAIN_BIT)) {
+			fd &= ~DRAIN_BIT;
 			drain_unix(fd, depth);
+		}
 	}
-	close(fd);
+	close(fd & ~DRAIN_BIT);
 }
 
 static void *closer_main(void *arg)
@@ -195,9 +199,15 @@ void closer_close(struct closer *cl, int fd)
 	}
 	pthread_mutex_unlock(&cl->lock);
 	if (rc) {
-		log_err("closer: out of memory; closing fd %d on the main thread", fd);
-		close(fd);
+		log_err("closer: out of memory; closing fd %d on the main thread", fd & ~DRAIN_BIT);
+		close(fd & ~DRAIN_BIT);
 	}
+}
+
+void closer_close_connection(struct closer *cl, int fd)
+{
+	if (fd >= 0)
+		closer_close(cl, fd | DRAIN_BIT);
 }
 
 void closer_close_fds(struct closer *cl, int *fds, unsigned n)

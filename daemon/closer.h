@@ -23,6 +23,10 @@ int closer_start(struct closer **out);
 /* Close fd on a closer thread (fd < 0: nothing). Never blocks; if no memory
  * can be found for the queue, the fd is closed here (logged). */
 void closer_close(struct closer *cl, int fd);
+/* The same for a client's connection: the messages still queued on it are
+ * taken off first, so that the fds they carry are closed here too, without
+ * lingering. */
+void closer_close_connection(struct closer *cl, int fd);
 /* The same for n fds; each entry is set to -1. */
 void closer_close_fds(struct closer *cl, int *fds, unsigned n);
 

@@ -184,7 +184,7 @@ static void on_accept(struct server *srv)
 				log_warn("connection from pid=%d uid=%u refused: %s (%u open)",
 					 (int)c.pid, (unsigned)c.uid, why, srv->nconn);
 			request_refuse_connection(fd, -EUSERS, why);
-			closer_close(srv->closer, fd);
+			closer_close_connection(srv->closer, fd);
 			continue;
 		}
 		struct session *s = session_new(srv, fd, c.pid, c.uid, c.gid, admin);
@@ -193,7 +193,7 @@ static void on_accept(struct server *srv)
 			if (s)
 				session_drop(srv, s, 0, NULL);
 			else
-				closer_close(srv->closer, fd);
+				closer_close_connection(srv->closer, fd);
 			continue;
 		}
 		log_debug("client %u pid=%d uid=%u: connection", s->id, (int)s->pid,

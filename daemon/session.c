@@ -128,7 +128,7 @@ void session_free_all(struct server *srv)
 {
 	for (struct session *s = srv->sessions, *n; s; s = n) {
 		n = s->next;
-		closer_close(srv->closer, s->fd);
+		closer_close_connection(srv->closer, s->fd);
 		session_release(srv, s);
 		session_free(srv, s);
 	}
@@ -159,7 +159,7 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 	if (s->fd >= 0) {
 		epoll_ctl(srv->ep, EPOLL_CTL_DEL, s->fd, NULL);
 		/* Messages still queued on it may carry fds whose release blocks. */
-		closer_close(srv->closer, s->fd);
+		closer_close_connection(srv->closer, s->fd);
 		s->fd = -1;
 		srv->nconn--;
 		s->user->conns--;
