@@ -39,13 +39,20 @@ struct bench_opts {
  * --slots-per-client; and how many slots the armed run arms at once. */
 #define BENCH_SCALE_SLOTS 1024
 #define BENCH_SCALE_ARMED 10000
+/* The cuflagd-group latency rows: one slot of a group this large is armed. */
+#define BENCH_GROUP_SLOTS 1024
+/* The 10 000-armed throughput rows: processes x slots each (the default
+ * --slots-per-client is 1024), and a bound on the slot ids they count by. */
+#define BENCH_ARMED_PROCS 10
+#define BENCH_ARMED_SLOTS 1000
+#define BENCH_ARMED_ID_MAX (1u << 20)
 /* The spawned daemon's --max-clients: room for the fleet and the bench. */
 #define BENCH_MAX_CLIENTS 256
 #define BENCH_SCALE_MAX_CLIENTS (BENCH_MAX_CLIENTS - 16)
 
-#define BENCH_MAX_LAT 16
-#define BENCH_MAX_TPUT 8
-#define BENCH_MAX_RATIOS 16
+#define BENCH_MAX_LAT 24
+#define BENCH_MAX_TPUT 16
+#define BENCH_MAX_RATIOS 32
 
 /* One latency row: samples in microseconds. */
 struct bench_lat {
@@ -202,6 +209,35 @@ int bench_cpu_slot_wakes(struct cuflag_slot *s, struct bench_lat *row, unsigned 
 			 unsigned n);
 int bench_worker_slots(const char *sock, unsigned n, struct cuflag_client **c,
 		       struct cuflag_slot **s, struct bench_worker_result *res);
+
+/* group.c: a connection with one group of BENCH_GROUP_SLOTS slots. */
+struct cuflag_group;
+struct bench_group_slots;
+int bench_group_open(struct bench_group_slots **out, const char *sock);
+void bench_group_close(struct bench_group_slots *b); /* NULL: nothing */
+struct cuflag_group *bench_group_get(struct bench_group_slots *b);
+/* The one slot of the group that the latency rows arm. */
+struct cuflag_slot *bench_group_slot(struct bench_group_slots *b);
+/* Drain the group after a wake: exactly one record, for s; its count in *n.
+ * 0, -EPROTO (another record or none), or the drain's error. */
+int bench_group_take(struct bench_group_slots *b, struct cuflag_slot *s, uint64_t *n);
+/* Poll and drain g until want completions were counted, calling each(arg,
+ * slot, completions) for every record; 0, each's error, -ETIMEDOUT (nothing
+ * for timeout_ms) or another negative errno. */
+int bench_group_count(struct cuflag_group *g, uint64_t want, int timeout_ms,
+		      int (*each)(void *arg, struct cuflag_slot *s, uint64_t n), void *arg);
+
+/* armed.c: the 10 000-armed throughput row through per-slot eventfds
+ * (group 0) or one group per process (group 1); the RLIMIT_NOFILE it needs
+ * is raised before the daemon is spawned. */
+void bench_armed_nofile(void);
+void bench_armed_tput(const struct bench_opts *o, struct bench_report *r,
+		      const struct bench_daemon *d, int group);
+/* The ratio of row a's daemon CPU per completion to row b's (n/a if missing). */
+void bench_ratio_cpu(struct bench_report *r, const char *name, const char *a, const char *b);
+
+/* The group ratios: latency p50, throughput, daemon CPU per completion. */
+void bench_group_ratios(struct bench_report *r);
 
 /* cpu.c, gpu.c: the two modes; return an exit status. */
 int bench_cpu_run(const struct bench_opts *o, struct bench_report *r);

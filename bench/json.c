@@ -59,6 +59,10 @@ static void put_tput(const struct bench_tput *t, const char *unit)
 	put_num(t->failed ? -1 : t->per_s);
 	fputs(", \"daemon_cpu_ms\": ", stdout);
 	put_num(t->daemon_cpu_ms);
+	fputs(", \"daemon_us_per_completion\": ", stdout);
+	put_num(t->failed || t->daemon_cpu_ms < 0 || !t->completions
+			? -1
+			: t->daemon_cpu_ms * 1000.0 / (double)t->completions);
 	if (t->failed) {
 		fputs(", \"error\": ", stdout);
 		put_str(t->why);

@@ -45,21 +45,22 @@ void bench_print_text(const struct bench_report *cr)
 	}
 	if (r->ntput) {
 		printf("\nThroughput\n");
-		printf("  %-17s %5s %7s %11s %8s %12s %14s\n", "mechanism", "procs", unit,
-		       "completions", "seconds", "per second", "daemon cpu ms");
+		printf("  %-19s %5s %7s %11s %8s %12s %14s %10s\n", "mechanism", "procs", unit,
+		       "completions", "seconds", "per second", "daemon cpu ms", "us/compl");
 		for (size_t i = 0; i < r->ntput; i++) {
 			const struct bench_tput *t = &r->tput[i];
 
 			if (t->failed) {
-				printf("  %-17s  not measured: %s\n", t->name, t->why);
+				printf("  %-19s  not measured: %s\n", t->name, t->why);
 				continue;
 			}
-			printf("  %-17s %5u %7u %11llu %8.3f %12.0f ", t->name, t->procs, t->per_proc,
+			printf("  %-19s %5u %7u %11llu %8.3f %12.0f ", t->name, t->procs, t->per_proc,
 			       (unsigned long long)t->completions, t->seconds, t->per_s);
 			if (t->daemon_cpu_ms >= 0)
-				printf("%14.1f\n", t->daemon_cpu_ms);
+				printf("%14.1f %10.3f\n", t->daemon_cpu_ms,
+				       t->daemon_cpu_ms * 1000.0 / (double)t->completions);
 			else
-				printf("%14s\n", "-");
+				printf("%14s %10s\n", "-", "-");
 		}
 	}
 	printf("\nDaemon CPU\n");
