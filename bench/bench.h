@@ -109,6 +109,9 @@ struct bench_report {
 	double idle_pct;           /* % of one core while clients sit idle */
 	double idle_seconds;
 	unsigned idle_clients;
+	/* Arms per second with the scanner awake: one thread, 8 threads on 8 slots. */
+	double arm_1, arm_8;       /* < 0: not measured */
+	char arm_why[160];
 	struct bench_ratio ratios[BENCH_MAX_RATIOS];
 	size_t nratios;
 	struct bench_scale scale;
@@ -238,6 +241,9 @@ void bench_ratio_cpu(struct bench_report *r, const char *name, const char *a, co
 
 /* The group ratios: latency p50, throughput, daemon CPU per completion. */
 void bench_group_ratios(struct bench_report *r);
+
+/* arm-rate.c: fill arm_1 and arm_8 (or arm_why) against the daemon at sock. */
+void bench_arm_cost(struct bench_report *r, const char *sock);
 
 /* cpu.c, gpu.c: the two modes; return an exit status. */
 int bench_cpu_run(const struct bench_opts *o, struct bench_report *r);

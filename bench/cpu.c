@@ -600,6 +600,8 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 			d.spawned ? "" : " (not ours)");
 	if (latency(o, r, d.sock))
 		failed = 1;
+	bench_arm_cost(r, d.sock);
+	failed |= r->arm_8 < 0;
 	throughput(o, r, &d);
 	bench_armed_tput(o, r, &d, 0);
 	bench_armed_tput(o, r, &d, 1);

@@ -477,6 +477,8 @@ int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 	r->daemon_pid = d.pid;
 	if (gpu_latency(o, r, &L, d.sock))
 		failed = 1;
+	bench_arm_cost(r, d.sock);
+	failed |= r->arm_8 < 0;
 	gpu_dev_close(&L.dev);
 	gpu_throughput(o, r, &d);
 	for (size_t i = 0; i < r->ntput; i++)

@@ -72,6 +72,13 @@ void bench_print_text(const struct bench_report *cr)
 	} else {
 		printf("  not measured (the daemon's /proc/PID/stat is not readable)\n");
 	}
+	printf("\nArm cost (cuflag_slot_arm, scanner awake)\n");
+	if (r->arm_1 >= 0)
+		printf("  1 thread: %.2f M arms/s\n", r->arm_1 / 1e6);
+	if (r->arm_8 >= 0)
+		printf("  8 threads on 8 slots: %.2f M arms/s in all\n", r->arm_8 / 1e6);
+	if (r->arm_8 < 0)
+		printf("  not measured: %s\n", r->arm_why);
 	if (r->scale.ran)
 		print_scale(&r->scale);
 	printf("\nRatios\n");
