@@ -26,6 +26,7 @@ struct bench_opts {
 	unsigned streams;      /* K: streams per process (gpu throughput) */
 	uint64_t completions;  /* throughput completions per process */
 	unsigned spin_us;      /* the daemon's --spin-us */
+	const char *scanner_mode; /* the daemon's --scanner-mode, NULL: its default */
 	unsigned idle_ms;      /* how long the idle CPU is measured */
 	const char *daemon;    /* cuflagd to spawn */
 	const char *socket;    /* an already-running daemon, or NULL */
@@ -33,6 +34,7 @@ struct bench_opts {
 	const char *self;      /* argv[0] resolved: workers exec it */
 	int scale;             /* the scale run (cpu mode) */
 	unsigned scale_clients; /* idle fleet / armed run: processes */
+	int paced;             /* the scanner-cost rows (cpu mode) */
 };
 
 /* The scale run's idle fleet: processes x slots each, the daemon's default
@@ -95,6 +97,18 @@ struct bench_scale {
 	char why[200];            /* what went wrong, when not exact */
 };
 
+/* Scanner cost at a paced load (paced.c): one per scanner mode and rate. */
+#define BENCH_PACED_RATES 3
+struct bench_paced {
+	char name[32];            /* scan-MODE-RATEk, also its latency row */
+	const char *mode;         /* "spin" or "adaptive" */
+	unsigned rate;            /* completions per second asked for */
+	double per_s;             /* achieved; < 0: not measured */
+	double pct_core;          /* daemon CPU, % of one core; < 0: not measured */
+	double us_per_completion; /* daemon CPU per completion */
+	struct bench_lat *row;
+};
+
 struct bench_report {
 	const char *mode;
 	const struct bench_opts *opts;
@@ -115,6 +129,8 @@ struct bench_report {
 	struct bench_ratio ratios[BENCH_MAX_RATIOS];
 	size_t nratios;
 	struct bench_scale scale;
+	int have_paced;
+	struct bench_paced paced[2][BENCH_PACED_RATES];
 };
 
 struct bench_daemon;
@@ -190,6 +206,8 @@ struct bench_daemon {
 	char sock[108];
 };
 int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o);
+/* The same with --scanner-mode mode (NULL: none given). */
+int bench_daemon_start_mode(struct bench_daemon *d, const struct bench_opts *o, const char *mode);
 void bench_daemon_stop(struct bench_daemon *d);
 /* CPU time (user+system) of the daemon so far, in ms; < 0 if unreadable. */
 double bench_daemon_cpu_ms(const struct bench_daemon *d);
@@ -244,6 +262,11 @@ void bench_group_ratios(struct bench_report *r);
 
 /* arm-rate.c: fill arm_1 and arm_8 (or arm_why) against the daemon at sock. */
 void bench_arm_cost(struct bench_report *r, const char *sock);
+
+/* paced.c: the scanner-cost rows (cpu mode), against a daemon of each
+ * --scanner-mode spawned for them; 0 or -1. */
+int bench_paced_run(const struct bench_opts *o, struct bench_report *r);
+void bench_paced_ratios(struct bench_report *r);
 
 /* cpu.c, gpu.c: the two modes; return an exit status. */
 int bench_cpu_run(const struct bench_opts *o, struct bench_report *r);

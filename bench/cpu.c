@@ -612,6 +612,8 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 	if (o->scale && bench_scale_run(o, r, &d))
 		failed = 1;
 	bench_daemon_stop(&d);
+	if (o->paced && bench_paced_run(o, r))
+		failed = 1;
 
 	bench_ratio_lat(r, "cuflagd_p50/eventfd-direct_p50", "cuflagd", "eventfd-direct", 0);
 	bench_ratio_lat(r, "cuflagd_p50/inproc-scanner_p50", "cuflagd", "inproc-scanner", 0);
@@ -623,5 +625,7 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 	bench_group_ratios(r);
 	if (r->scale.ran)
 		bench_ratio_lat(r, r->scale.ratio, r->scale.row, "scale-1x1", 0);
+	if (r->have_paced)
+		bench_paced_ratios(r);
 	return failed;
 }

@@ -148,6 +148,23 @@ void bench_print_json(const struct bench_report *cr)
 	putchar('}');
 	fputs(", \"scale\": ", stdout);
 	put_scale(&r->scale);
+	fputs(", \"scanner_cost\": [", stdout);
+	for (int m = 0; r->have_paced && m < 2; m++)
+		for (int k = 0; k < BENCH_PACED_RATES; k++) {
+			const struct bench_paced *p = &r->paced[m][k];
+			fputs(m || k ? ", {\"name\": " : "{\"name\": ", stdout);
+			put_str(p->name);
+			fputs(", \"mode\": ", stdout);
+			put_str(p->mode);
+			printf(", \"rate\": %u, \"per_s\": ", p->rate);
+			put_num(p->per_s);
+			fputs(", \"daemon_pct_core\": ", stdout);
+			put_num(p->per_s < 0 ? -1 : p->pct_core);
+			fputs(", \"daemon_us_per_completion\": ", stdout);
+			put_num(p->per_s < 0 ? -1 : p->us_per_completion);
+			putchar('}');
+		}
+	putchar(']');
 	fputs(", \"ratios\": {", stdout);
 	for (size_t i = 0; i < r->nratios; i++) {
 		if (i)

@@ -22,6 +22,26 @@ static void print_scale(const struct bench_scale *s)
 		       s->why[0] ? s->why : "no run");
 }
 
+static void print_paced(const struct bench_report *r)
+{
+	printf("\nScanner cost (paced completions, a daemon per --scanner-mode)\n");
+	printf("  %-20s %10s %10s %12s %12s\n", "run", "asked/s", "done/s", "% of a core",
+	       "us/compl");
+	for (int m = 0; m < 2; m++)
+		for (int k = 0; k < BENCH_PACED_RATES; k++) {
+			const struct bench_paced *p = &r->paced[m][k];
+			if (p->per_s < 0) {
+				printf("  %-20s  not measured: %s\n", p->name, p->row->why);
+				continue;
+			}
+			printf("  %-20s %10u %10.0f ", p->name, p->rate, p->per_s);
+			if (p->pct_core >= 0)
+				printf("%12.1f %12.3f\n", p->pct_core, p->us_per_completion);
+			else
+				printf("%12s %12s\n", "-", "-");
+		}
+}
+
 void bench_print_text(const struct bench_report *cr)
 {
 	/* Percentiles sort the samples in place. */
@@ -81,6 +101,8 @@ void bench_print_text(const struct bench_report *cr)
 		printf("  not measured: %s\n", r->arm_why);
 	if (r->scale.ran)
 		print_scale(&r->scale);
+	if (r->have_paced)
+		print_paced(r);
 	printf("\nRatios\n");
 	for (size_t i = 0; i < r->nratios; i++) {
 		if (r->ratios[i].value >= 0)
