@@ -389,7 +389,7 @@ static void run_mech(const struct bench_opts *o, struct bench_report *r,
 	unsigned ns = armed ? BENCH_ARMED_SLOTS : K;
 	/* Per slot (or stream): about --completions per process in all. */
 	uint64_t per_stream = (o->completions + ns - 1) / ns;
-	char mech_s[8], k_s[16], n_s[32];
+	char mech_s[16], k_s[16], n_s[32];
 	const char *argv[] = { o->self, "--gpu-worker", mech_s, kernels ? "1" : "0", k_s, n_s,
 			       d->sock, NULL };
 	struct spawn_args a = { argv };
