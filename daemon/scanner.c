@@ -522,6 +522,16 @@ static void ring_groups(struct scanner *sc)
 	sc->nrang = 0;
 }
 
+/* When a slot's next completion may come: its mean less twice its spread
+ * (as TCP's retransmission timer, the other way round), so that a slot
+ * whose completions jitter is looked at early enough. */
+static uint64_t slot_due(const struct scanner_slot *s)
+{
+	uint64_t early = 2 * s->dev_ns;
+
+	return s->since_ns + (s->lat_ns > early ? s->lat_ns - early : 0);
+}
+
 /* The adaptive mode learns how long a slot's completions take: from the arm
  * (or its previous completion) to the pass that sees the flag. */
 static void learn(struct scanner *sc, struct scanner_slot *s)
@@ -532,7 +542,13 @@ static void learn(struct scanner *sc, struct scanner_slot *s)
 	uint64_t seen = sc->nap_until > s->since_ns ? sc->nap_until : sc->now;
 	uint64_t d = seen - s->since_ns;
 
-	s->lat_ns = s->lat_ns ? (3 * s->lat_ns + d) / 4 : d;
+	if (s->lat_ns) {
+		uint64_t off = d > s->lat_ns ? d - s->lat_ns : s->lat_ns - d;
+		s->dev_ns = (3 * s->dev_ns + off) / 4;
+		s->lat_ns = (3 * s->lat_ns + d) / 4;
+	} else {
+		s->lat_ns = d;
+	}
 	/* Falls fast, rises slowly: a nap ends before the short ones lately
 	 * (halving, not falling at once: one arm taken late, which looks
 	 * instant, must not stop the naps). */
@@ -614,8 +630,8 @@ static uint64_t scan_pending(struct scanner *sc)
 		}
 		if (!s->lat_ns)
 			sc->unknown_due = 1;
-		else if (s->since_ns + s->lat_ns < sc->next_due)
-			sc->next_due = s->since_ns + s->lat_ns;
+		else if (slot_due(s) < sc->next_due)
+			sc->next_due = slot_due(s);
 		i++;
 	}
 	if (sc->nrang)

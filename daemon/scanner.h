@@ -58,9 +58,10 @@ struct scanner_slot {
 	uint32_t group;     /* 0, or the id + 1 of the group whose ring it signals */
 	/* The adaptive mode's guess of when its next completion is due: it is
 	 * awaited since since_ns, and took lat_ns (a running mean; 0: not
-	 * seen yet) the last times. */
+	 * seen yet) the last times, give or take dev_ns. */
 	uint64_t since_ns;
 	uint64_t lat_ns;
+	uint64_t dev_ns;    /* running mean of how far they were from lat_ns */
 	uint8_t owned;      /* allocated to the client: arms are accepted */
 	uint8_t retiring;   /* freed, waiting for the flag to reach armed */
 	struct scanner_session *sess;
