@@ -273,6 +273,7 @@ static void add_slot(struct scanner *sc, struct scanner_session *ss, const struc
 	s->signalled = c->start;
 	s->armed = c->armed;
 	s->pend_idx = SCAN_NOT_PENDING;
+	s->lat_ns = s->dev_ns = 0; /* the adaptive mode learns it afresh */
 	s->owned = 1;
 	s->retiring = 0;
 	s->sess = ss;
@@ -759,8 +760,9 @@ static void budget_reset(struct spin_budget *b)
 }
 
 /*
- * The adaptive mode, slots pending and none of them due soon: sleep until
- * NAP_LEAD_NS before the earliest is due, then spin as usual. The state stays
+ * The adaptive mode, slots pending and none of them due soon: sleep until a
+ * lead (the timer's lateness lately, plus NAP_MARGIN_NS) before the earliest
+ * is due, then spin as usual. The state stays
  * SPINNING, so clients do not wake the scanner for their arms: those wait in
  * the queues until the nap ends, which is never later than the shortest
  * completion seen lately would take from now (nor NAP_MAX_NS): an arm made
