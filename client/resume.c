@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +29,9 @@
 
 /* While nobody listens, one attempt per this long. */
 #define RESUME_SPACING_NS (25u * 1000000u)
+/* How long an attempt made on the way of a wait or a consume waits for each
+ * answer: they go on watching the flags rather than wait for a daemon. */
+#define QUICK_REPLY_US 100000
 
 
 /* The layout a daemon offers is the one this client's region has. */
@@ -100,7 +105,7 @@ static void ring_unread(struct cuflag_client *c)
 }
 
 /* One attempt, with req_lock and slots_lock held. */
-static int resume_once(struct cuflag_client *c)
+static int resume_once(struct cuflag_client *c, int quick)
 {
 	struct cuflag_msg_attach m = { .epoch = c->epoch };
 	struct cuflag_msg_hello_reply r;
@@ -120,6 +125,16 @@ static int resume_once(struct cuflag_client *c)
 	if (sock < 0) {
 		free(ret);
 		return sock;
+	}
+	if (quick) {
+		/* An attempt on the way of a wait or a consume: a socket that
+		 * accepts while its daemon is still starting must not hold it. */
+		struct timeval tv = { .tv_usec = QUICK_REPLY_US };
+		if (setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+		    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
+			rc = -errno;
+			goto out;
+		}
 	}
 	rc = cuflag__hello(c, sock, &r, &dp, &dp_size);
 	if (rc)
@@ -158,14 +173,17 @@ out:
 	return rc;
 }
 
-static int resume_locked(struct cuflag_client *c)
+static int resume_locked(struct cuflag_client *c, int quick)
 {
 	int rc;
 
 	c->last_try_ns = cuflag_now_ns();
-	pthread_mutex_lock(&c->req_lock);
+	if (!quick)
+		pthread_mutex_lock(&c->req_lock);
+	else if (pthread_mutex_trylock(&c->req_lock))
+		return -EAGAIN; /* a request is in flight: its caller will resume */
 	pthread_mutex_lock(&c->slots_lock);
-	rc = resume_once(c);
+	rc = resume_once(c, quick);
 	pthread_mutex_unlock(&c->slots_lock);
 	pthread_mutex_unlock(&c->req_lock);
 	if (!rc) {
@@ -184,14 +202,18 @@ int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait)
 	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
 		return -EOPNOTSUPP;
 	for (;;) {
-		pthread_mutex_lock(&c->resume_lock);
+		/* Without wait, never behind another thread's attempt. */
+		if (!wait && pthread_mutex_trylock(&c->resume_lock))
+			return atomic_load(&c->conn_gen) != gen ? 0 : -ENOTCONN;
+		if (wait)
+			pthread_mutex_lock(&c->resume_lock);
 		if (atomic_load(&c->conn_gen) != gen) {
 			pthread_mutex_unlock(&c->resume_lock);
 			return 0; /* another thread resumed meanwhile */
 		}
 		uint64_t now = cuflag_now_ns();
 		if (now - c->last_try_ns >= RESUME_SPACING_NS)
-			rc = resume_locked(c);
+			rc = resume_locked(c, !wait);
 		else
 			rc = -EAGAIN;
 		pthread_mutex_unlock(&c->resume_lock);
@@ -219,7 +241,7 @@ CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)
 	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&c->resume_lock);
-	rc = resume_locked(c);
+	rc = resume_locked(c, 0);
 	pthread_mutex_unlock(&c->resume_lock);
 	return rc;
 }

@@ -8,15 +8,21 @@ int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, ui
 
 	b->level_ns = b->level_ns > drained ? b->level_ns - drained : 0;
 	b->at_ns = now_ns;
-	if (cost_ns <= cfg->allowance_ns)
+	if (cost_ns <= cfg->allowance_ns) {
+		if (cpu_timed)
+			b->streak = 0;
 		return 0;
+	}
 	if (!cpu_timed && cost_ns > cfg->suspect_ns) {
 		/* Slow, or preempted: only the CPU clock can tell. Watch it. */
 		b->suspect_until_ns = now_ns + cfg->suspect_for_ns;
 		return 0;
 	}
-	if (cpu_timed)
+	if (cpu_timed) {
 		b->suspect_until_ns = now_ns + cfg->suspect_for_ns;
+		if (++b->streak < WRITE_BUDGET_STREAK)
+			return 0;
+	}
 	b->level_ns += cost_ns - cfg->allowance_ns;
 	return b->level_ns > cfg->cap_ns;
 }

@@ -6,14 +6,22 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cuflag-proto.h"
+#include "fdpass.h"
 #include "log.h"
 
 /* Threads pulling from one queue: a close that blocks (see closer.h) takes
- * one of them out until it returns; the others carry on with the rest. */
+ * one of them out until it returns; the others carry on with the rest. When
+ * every one is busy and closes wait, another is started, up to the most. */
 #define CLOSER_THREADS 4
+#define CLOSER_THREADS_MAX 64
+/* Messages taken off a client socket before it is closed (see disarm). */
+#define DRAIN_MAX 256
 
 struct closer {
 	pthread_mutex_t lock;
@@ -22,25 +30,84 @@ struct closer {
 	uint32_t cap, head, len;
 	int stop;
 	_Atomic uint64_t backlog;
-	pthread_t threads[CLOSER_THREADS];
+	unsigned idle;      /* threads waiting for work */
+	unsigned started;   /* threads that took their index */
+	pthread_t threads[CLOSER_THREADS_MAX];
+	_Atomic uint64_t busy_since[CLOSER_THREADS_MAX]; /* each one's close, or 0 */
 	unsigned nthreads;
 };
+
+/* A close this long means a thread is held, not busy. */
+#define STUCK_NS (100u * 1000000u)
+
+static void disarm(int fd, int depth);
+
+/* A socket's close must not linger: the peer's unsent data is dropped at
+ * once (an abortive close) instead of holding this thread for the linger
+ * time. Not a socket: nothing to do. */
+static void no_linger(int fd)
+{
+	struct linger l = { .l_onoff = 1, .l_linger = 0 };
+	(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+}
+
+/* Take the messages still queued on a Unix socket off it, so that the fds
+ * they carry are disarmed and closed here rather than released by the
+ * socket's close (where a lingering one would block). */
+static void drain_unix(int fd, int depth)
+{
+	int fds[CUFLAG_SCM_MAX_FD];
+	char buf[CUFLAG_MSG_MAX];
+	unsigned n;
+
+	for (int k = 0; k < DRAIN_MAX; k++) {
+		ssize_t r = cuflag_recv_msg_all(fd, buf, sizeof(buf), fds, &n, MSG_DONTWAIT);
+		for (unsigned i = 0; i < n; i++)
+			disarm(fds[i], depth + 1);
+		if (r <= 0 && r != -EMSGSIZE && r != -EBADMSG && !n)
+			break;
+	}
+}
+
+/* Close fd so that it cannot block: sockets without linger, Unix sockets
+ * emptied first (one level deep: a socket inside a socket inside a socket is
+ * just closed). */
+static void disarm(int fd, int depth)
+{
+	struct stat st;
+	int domain;
+	socklen_t len = sizeof(domain);
+
+	if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		no_linger(fd);
+		if (depth < 2 && getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+		    domain == AF_UNIX)
+			drain_unix(fd, depth);
+	}
+	close(fd);
+}
 
 static void *closer_main(void *arg)
 {
 	struct closer *cl = arg;
+	unsigned me;
 
 	pthread_mutex_lock(&cl->lock);
+	me = cl->started++;
 	for (;;) {
+		cl->idle++;
 		while (!cl->len && !cl->stop)
 			pthread_cond_wait(&cl->more, &cl->lock);
+		cl->idle--;
 		if (!cl->len)
 			break;
 		int fd = cl->fds[cl->head];
 		cl->head = (cl->head + 1) % cl->cap;
 		cl->len--;
 		pthread_mutex_unlock(&cl->lock);
-		close(fd); /* may block: that is why it is here */
+		atomic_store(&cl->busy_since[me], cuflag_now_ns());
+		disarm(fd, 0); /* may still block (a FUSE file): that is why it is here */
+		atomic_store(&cl->busy_since[me], 0);
 		atomic_fetch_sub_explicit(&cl->backlog, 1, memory_order_relaxed);
 		pthread_mutex_lock(&cl->lock);
 	}
@@ -67,6 +134,23 @@ int closer_start(struct closer **out)
 	}
 	*out = cl;
 	return 0;
+}
+
+/* Whether every thread is held by one close for a while (lock held): busy
+ * ones will be done soon, and more threads would only take CPU from the
+ * scanner. */
+static int all_stuck(struct closer *cl)
+{
+	uint64_t now = cuflag_now_ns();
+
+	if (cl->idle || cl->started < cl->nthreads)
+		return 0;
+	for (unsigned i = 0; i < cl->started; i++) {
+		uint64_t t = atomic_load(&cl->busy_since[i]);
+		if (!t || now - t < STUCK_NS)
+			return 0;
+	}
+	return 1;
 }
 
 /* Make room for one more (called with the lock held). */
@@ -102,6 +186,12 @@ void closer_close(struct closer *cl, int fd)
 		cl->len++;
 		atomic_fetch_add_explicit(&cl->backlog, 1, memory_order_relaxed);
 		pthread_cond_signal(&cl->more);
+		/* Every thread is held (by closes that block): one more. */
+		if (all_stuck(cl) && cl->nthreads < CLOSER_THREADS_MAX &&
+		    pthread_create(&cl->threads[cl->nthreads], NULL, closer_main, cl) == 0) {
+			pthread_setname_np(cl->threads[cl->nthreads], "cuflagd-close");
+			cl->nthreads++;
+		}
 	}
 	pthread_mutex_unlock(&cl->lock);
 	if (rc) {

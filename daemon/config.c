@@ -36,7 +36,7 @@ static void usage(FILE *f)
 		"  --admin-group GROUP       members, like root, are never refused a connection\n"
 		"                            and see every client (default: root only)\n"
 		"  --write-budget-us N       eventfd write time a user's clients may cost the\n"
-		"                            scanner beyond 10%% of its time (default 5000)\n"
+		"                            scanner beyond 10%% of its time (default 2000)\n"
 		"  --slots-per-client N      slots (flags) per client (default 1024)\n"
 		"  --queue-size N            arm queue entries per client, power of two\n"
 		"                            (default 1024)\n"
@@ -254,7 +254,7 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		.max_pending_per_uid = 16384,
 		.hello_timeout_ms = 2000,
 		.admin_gid = -1,
-		.write_budget_us = 5000,
+		.write_budget_us = 2000,
 	};
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

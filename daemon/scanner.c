@@ -245,7 +245,10 @@ static void del_session(struct scanner *sc, struct scanner_session *ss)
 {
 	if (ss->watched && epoll_ctl(sc->park_ep, EPOLL_CTL_DEL, ss->wake_fd, NULL) < 0)
 		log_err("scanner: cannot unwatch a wake eventfd: %s", strerror(errno));
-	for (uint32_t i = 0; i < ss->layout.nslots; i++) {
+	/* Retiring slots are pending too: with none pending there is nothing
+	 * to let go of (a client that comes and goes costs no pass over its
+	 * slots here, where every other client waits). */
+	for (uint32_t i = 0; ss->pending && i < ss->layout.nslots; i++) {
 		pending_del(sc, &ss->slots[i]);
 		/* A retiring slot's command goes back with the session's. */
 		if (ss->slots[i].retire_cmd) {

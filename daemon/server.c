@@ -2,6 +2,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -285,6 +286,12 @@ static void on_tick(struct server *srv)
 
 	drop_broken(srv, now);
 	drop_late(srv, now);
+	/* A burst of clients that came and went leaves the heap's free memory
+	 * with the daemon: give it back (at most once a tick, after frees). */
+	if (srv->freed_since_trim) {
+		srv->freed_since_trim = 0;
+		malloc_trim(0);
+	}
 	for (struct session *s = srv->sessions, *n; s; s = n) {
 		n = s->next;
 		if (s->parked && !s->dead)

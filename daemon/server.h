@@ -35,6 +35,7 @@ struct server {
 	struct session *graveyard;  /* unlinked, freed after the current event batch */
 	uint32_t nconn;             /* open sockets */
 	uint32_t nregions;          /* sessions holding a region */
+	uint32_t freed_since_trim;  /* sessions freed since the heap was last trimmed */
 	uint32_t next_id;
 	uint64_t dropped;
 	int stopping;

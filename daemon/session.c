@@ -96,6 +96,7 @@ void session_free_graveyard(struct server *srv)
 		struct session *s = srv->graveyard;
 		srv->graveyard = s->next;
 		session_free(srv, s);
+		srv->freed_since_trim++;
 	}
 }
 
@@ -219,6 +220,12 @@ int session_on_readable(struct server *srv, struct session *s)
 		}
 		if (n == -EAGAIN)
 			return 0;
+		if (n == -ECONNRESET || n == -EPIPE) {
+			/* It went away with a reply unread: a hang-up, no misdeed. */
+			closer_close_fds(srv->closer, fds, nfds);
+			session_drop(srv, s, 0, NULL);
+			return (int)n;
+		}
 		if (n <= 0) {
 			rc = n ? (int)n : -EBADMSG;
 			if (n != -EMFILE)

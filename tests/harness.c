@@ -222,6 +222,19 @@ double daemon_cpu_share(const struct daemon_proc *d, int ms)
 	return (double)(daemon_cpu_ns(d) - c0) / (double)(cuflag_now_ns() - t0);
 }
 
+int daemon_fd_count_steady(const struct daemon_proc *d)
+{
+	int c = daemon_fd_count(d), n;
+
+	for (int same = 0, turns = 0; same < 10 && turns < 500; turns++) {
+		usleep(10000);
+		n = daemon_fd_count(d);
+		same = n == c ? same + 1 : 0;
+		c = n;
+	}
+	return c;
+}
+
 int make_client_region(const struct cuflag_msg_hello_reply *hr)
 {
 	struct cuflag_region_layout l;

@@ -73,6 +73,11 @@ int daemon_stop_keep_dir(struct daemon_proc *d);
 void daemon_start_at(struct daemon_proc *d, const char *dir, const char *sock, int capture_log,
 		     const char *const *extra_args);
 
+/* The daemon's fd count once it has held still for 100 ms (at most 5 s): the
+ * daemon closes what clients handed over on threads of their own, so a count
+ * taken right after a client came or went may still include it. */
+int daemon_fd_count_steady(const struct daemon_proc *d);
+
 struct cuflag_msg_hello_reply;
 /* A region as a client makes it for the layout a HELLO reply gives: a memfd,
  * every page allocated, the header written, sealed. */

@@ -132,7 +132,7 @@ int main(void)
 
 	setvbuf(stdout, NULL, _IONBF, 0);
 	daemon_start(&d, 0, args);
-	base = (struct back){ daemon_fd_count(&d), daemon_region_maps(&d) };
+	base = (struct back){ daemon_fd_count_steady(&d), daemon_region_maps(&d) };
 	/* Fork the churners before any thread exists in this process. */
 	for (int k = 0; k < CHURNERS; k++) {
 		kids[k] = fork();

@@ -77,7 +77,7 @@ int main(void)
 
 	setvbuf(stdout, NULL, _IONBF, 0);
 	daemon_start(&d, 0, args);
-	fds_before = daemon_fd_count(&d);
+	fds_before = daemon_fd_count_steady(&d);
 	t0 = cuflag_now_ns();
 	for (int i = 0; i < PROCS; i++) {
 		pid[i] = fork();

@@ -65,7 +65,7 @@ TEST(sigkill_reclaims)
 	CHECK_RC(cuflag_connect(d.sock, &good));
 	CHECK_RC(cuflag_slot_acquire(good, &gs));
 	cycle(gs);
-	base = (struct reclaimed){ &d, daemon_fd_count(&d), daemon_region_maps(&d) };
+	base = (struct reclaimed){ &d, daemon_fd_count_steady(&d), daemon_region_maps(&d) };
 	CHECK(base.maps == 1);
 
 	CHECK(pipe(pipefd) == 0);

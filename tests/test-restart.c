@@ -231,7 +231,7 @@ TEST(refusals)
 	CHECK(daemon_stop_keep_dir(&a) == 0);
 
 	daemon_start_at(&b, a.dir, a.sock, 0, args);
-	base = daemon_fd_count(&b);
+	base = daemon_fd_count_steady(&b);
 	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	memfd = memfd_create("not-sealed", MFD_CLOEXEC);
 	CHECK(memfd >= 0 && ftruncate(memfd, (off_t)hr.region_size) == 0);

@@ -10,16 +10,21 @@ linker's search path, or its soname libcuflag-client.so.0)::
         ...                      # the GPU stores target into the flag
         slot.wait(target)        # or: await slot.wait_async(target)
 
+When cuflagd restarts, the client resumes by itself (blocking calls and
+awaits alike) and counts every completion exactly once; see Client.
+
 Errors from the library are OSError with its errno (FileNotFoundError,
-TimeoutError, ... where Python has a subclass for it).
+TimeoutError, ... where Python has a subclass for it; ENOTCONN, the daemon
+gone past the client's resume timeout, is a ConnectionError).
 """
 
 from . import _lib
 from ._lib import library_path
-from .client import DEFAULT_SPIN_US, Client
+from .client import DEFAULT_RESUME_TIMEOUT_S, DEFAULT_SPIN_US, Client
 from .slot import Slot
 
-__all__ = ["Client", "Slot", "DEFAULT_SPIN_US", "library_path", "library_version"]
+__all__ = ["Client", "Slot", "DEFAULT_RESUME_TIMEOUT_S", "DEFAULT_SPIN_US", "library_path",
+           "library_version"]
 
 
 def library_version():

@@ -3,6 +3,7 @@
 
 import ctypes
 import ctypes.util
+import errno
 import functools
 import os
 
@@ -31,6 +32,7 @@ _PROTOTYPES = {
     "cuflag_cuda_check": (ctypes.c_int, [slot_p]),
     "cuflag_client_fd": (ctypes.c_int, [client_p]),
     "cuflag_reconnect": (ctypes.c_int, [client_p]),
+    "cuflag_client_set_resume_timeout": (ctypes.c_int, [client_p, ctypes.c_int]),
     "cuflag_client_epoch": (ctypes.c_uint64, [client_p]),
     "cuflag_version": (ctypes.c_char_p, []),
 }
@@ -59,9 +61,19 @@ def lib():
     return handle
 
 
+def error(code, message=None):
+    """The exception for a positive errno: an OSError whose subclass, such
+    as FileNotFoundError or TimeoutError, Python picks from errno; ENOTCONN
+    (the daemon went away and none came back within the resume timeout) is
+    a ConnectionError, as Python's own EPIPE and ECONNRESET are."""
+    message = message or os.strerror(code)
+    if code == errno.ENOTCONN:
+        return ConnectionError(code, message)
+    return OSError(code, message)
+
+
 def check(rc):
-    """Turn the library's negative errno into an OSError (whose subclass,
-    such as FileNotFoundError or TimeoutError, Python picks from errno)."""
+    """Raise error(-rc) for the library's negative errno; else return rc."""
     if rc < 0:
-        raise OSError(-rc, os.strerror(-rc))
+        raise error(-rc)
     return rc

@@ -4,13 +4,19 @@ readiness watch on the eventfd (add_reader): no thread, no polling while
 the daemon is there.
 
 The client's connection is watched the same way, for the daemon's
-hang-up: once it is gone no eventfd is signalled any more, and a wait
-goes on by looking at the flag itself, with a growing sleep, as the
-library's blocking wait does.
+hang-up: while it is gone no eventfd is signalled, so a wait goes on by
+looking at the flag itself, with a growing sleep, as the library's blocking
+wait does, and the watch has the library resume (in a worker thread, every
+25 ms) until a daemon listens again; then the waits go back to the
+eventfds, which the new daemon signals, and the watch to the new
+connection.
 """
 
 import asyncio
 import errno
+import math
+import os
+import select
 import time
 
 from . import _lib
@@ -23,6 +29,14 @@ _GONE_SLEEP_MAX_S = 2e-3
 # too late for its request sits in it (the next request drops it). The
 # reader then pauses this long rather than wake the loop at every turn.
 _HANGUP_RECHECK_S = 0.05
+# While the daemon is gone and something awaits, one resume attempt per
+# this long (as the library spaces its own).
+_RESUME_SPACING_S = 0.025
+# What a resume answers when no attempt will mend it: the daemon that came
+# back has another region layout, or another slab, or protocol.
+_RESUME_FATAL = (-errno.ESTALE, -errno.EOPNOTSUPP, -errno.EPROTONOSUPPORT)
+_RESUME_FATAL_SPACING_S = 1.0
+_POLL_HANGUP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
 # While something awaits a slot, its last stream is checked this often for
 # a device fault, which stops the flag for good (as cuflag_slot_wait does).
 _FAULT_PROBE_S = 0.1
@@ -201,27 +215,117 @@ class _Watch(_Reader):
 class _Hangup(_Reader):
     """A client's connection, watched for the daemon's hang-up and never
     read: at the peer's end the socket becomes readable (EOF), and a poll
-    for POLLRDHUP tells that from a late reply waiting in it. Once the
-    daemon is gone the client remembers it (Client.daemon_gone), the
-    reader goes, and every waiter wakes to look at its flag itself.
+    for POLLRDHUP tells that from a late reply waiting in it.
+
+    The reader watches its own duplicate of the connection, not the
+    client's fd: a resume (by this loop, another thread, or a call of the
+    library that found the daemon gone) puts a new connection behind the
+    client's fd number, and the kernel would drop a registration of the old
+    one without a word. The duplicate keeps the old one open, so its
+    hang-up is seen whoever resumed, and the watch then follows the client
+    to its new connection.
+
+    Once the daemon is gone (``gone``) the watch wakes every waiter (a wait
+    looks at its flag itself meanwhile) and, while anything awaits, has the
+    library resume every _RESUME_SPACING_S, in a worker thread so that the
+    loop never blocks on a daemon that accepts and has not answered yet.
+    Once resumed it watches the new connection and wakes the waiters again.
     """
 
     def __init__(self, client, loop):
         self.client = client
         self.paused = None  # the timer that resumes a paused reader
-        super().__init__(loop, client._fd)
+        self.gone = False
+        self.error = None  # why resuming cannot succeed (ESTALE), once known
+        self.resumer = None  # the task resuming while the daemon is gone
+        fd = client._conn.dup()
+        self.ino = os.fstat(fd).st_ino
+        super().__init__(loop, fd)
 
     def _readable(self):
-        if not self.client._check_hangup():
-            # A late reply: readable until the next request drops it.
-            self.loop.remove_reader(self.fd)
-            self.paused = self.loop.call_later(_HANGUP_RECHECK_S, self._resume)
+        if self._moved():
+            self._follow()
             return
-        self.close()
+        # Not a resume: the same connection is readable.
+        self.loop.remove_reader(self.fd)
+        if not _hung_up(self.fd):
+            # A late reply: readable until the next request drops it.
+            self.paused = self.loop.call_later(_HANGUP_RECHECK_S, self._rewatch)
+            return
+        # Gone: the dead connection would be readable at every turn.
+        # Waiters that still need the daemon come back and start the resumer.
+        self.paused = False
+        self.gone = True
+        self._wake()
 
-    def _resume(self):
+    def _rewatch(self):
         self.paused = None
         self.loop.add_reader(self.fd, self._readable)
+
+    def _moved(self):
+        """Whether the client's fd holds another connection than the one
+        watched: a resume has been made."""
+        try:
+            return os.fstat(self.client._fd).st_ino != self.ino
+        except OSError:
+            return False  # closed under us: close() follows
+
+    def check(self):
+        """Follow a resume made elsewhere (Client.reconnect())."""
+        if not self.closed and self._moved():
+            self._follow()
+
+    def _follow(self):
+        """Watch the client's new connection; the waiters go on with it."""
+        self._unwatch()
+        self.client._conn.close_dup(self.fd)
+        self.fd = self.client._conn.dup()
+        self.ino = os.fstat(self.fd).st_ino
+        self.gone = False
+        self.error = None
+        self.loop.add_reader(self.fd, self._readable)
+        self._wake()
+
+    def add(self, fut, target=None):
+        super().add(fut, target)
+        if self.gone:
+            self._start_resumer()
+
+    def _start_resumer(self):
+        if self.resumer is None and self.waiters:
+            self.resumer = self.loop.create_task(self._resume())
+
+    async def _resume(self):
+        """While gone and awaited: a resume attempt every _RESUME_SPACING_S
+        (every _RESUME_FATAL_SPACING_S once the daemon that came back
+        refused the client: only another daemon will take it)."""
+        try:
+            while self.gone and not self.closed:
+                if self._moved():
+                    self._follow()
+                    return
+                if not self.waiters:
+                    return  # started again by the next waiter
+                rc = await self.loop.run_in_executor(None, self.client._try_resume)
+                if rc == 0:
+                    continue  # found moved at the top
+                if rc in _RESUME_FATAL and self.error is None:
+                    self.error = _lib.error(-rc)
+                    self._wake()
+                await asyncio.sleep(_RESUME_SPACING_S if self.error is None
+                                    else _RESUME_FATAL_SPACING_S)
+        finally:
+            self.resumer = None
+
+    def next_event(self, timeout=None):
+        """A future that completes at the watch's next change (hang-up,
+        resume, an error found) or after timeout seconds."""
+        fut = self.loop.create_future()
+        self.add(fut)
+        if timeout is not None:
+            timer = self.loop.call_later(timeout, _complete, fut)
+            fut.add_done_callback(lambda _: timer.cancel())
+        return fut
 
     def _detach(self):
         watches = self.client._hangup_watches
@@ -230,26 +334,31 @@ class _Hangup(_Reader):
 
     def _unwatch(self):
         if self.paused is None:
-            self.loop.remove_reader(self.fd)
-        else:
+            if not self.loop.is_closed():
+                self.loop.remove_reader(self.fd)
+        elif self.paused is not False:
             self.paused.cancel()
-            self.paused = None
+        self.paused = None
 
-    def suspend(self):
-        """Stop watching for a while: the client is reconnecting, and its
-        connection is to be closed (a loop must not watch a closed fd). A
-        sticky watch whose loop has closed goes instead."""
-        if self.loop.is_closed():
-            self.close()
-        elif not self.closed:
-            self._unwatch()
+    def close(self, error=None):
+        if self.closed:
+            return
+        if self.resumer is not None and not self.loop.is_closed():
+            self.resumer.cancel()
+        super().close(error)
+        self.client._conn.close_dup(self.fd)
 
-    def resume(self, fd):
-        """Watch fd, the client's connection after the reconnect (the new
-        one, or the old one when it failed). Waiters go on waiting."""
-        if not self.closed:
-            self.fd = fd
-            self.loop.add_reader(fd, self._readable)
+
+def _complete(fut):
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _hung_up(fd):
+    """Whether the peer of the connection fd has hung up (never reads it)."""
+    p = select.poll()
+    p.register(fd, select.POLLRDHUP)
+    return any(ev & _POLL_HANGUP for _, ev in p.poll(0))
 
 
 def bound_elsewhere(slot, loop):
@@ -281,23 +390,19 @@ def _hangup_watch(client, loop, sticky):
     if watch is None:
         for old in [w for w in client._hangup_watches.values() if w.loop.is_closed()]:
             old.close()
+        client._handle()
         watch = client._hangup_watches[loop] = _Hangup(client, loop)
     watch.sticky |= sticky
     return watch
 
 
-async def _next_signal(slot, target=None, sticky=False):
+async def _next_signal(slot, hangup, target=None, sticky=False):
     """Return once the flag reached target (None: at the eventfd's next
     readiness), or at the daemon's hang-up."""
-    loop = asyncio.get_running_loop()
-    watches = [_slot_watch(slot, loop, sticky)]
-    client = slot._client
-    if not client._gone:
-        watches.append(_hangup_watch(client, loop, sticky))
-    signal = loop.create_future()
-    watches[0].add(signal, target)
-    for watch in watches[1:]:
-        watch.add(signal)
+    watch = _slot_watch(slot, hangup.loop, sticky)
+    signal = hangup.loop.create_future()
+    watch.add(signal, target)
+    hangup.add(signal)
     try:
         # What lands between the caller's check and the watch's start is
         # caught by the readiness (the counter stays readable) unless another
@@ -306,54 +411,94 @@ async def _next_signal(slot, target=None, sticky=False):
             return
         await signal
     finally:
-        for watch in watches:
-            watch.discard(signal)
+        watch.discard(signal)
+        hangup.discard(signal)
 
 
-async def _watch_flag(slot, target):
-    """Without the daemon: look at the flag after each of growing sleeps."""
-    delay = _GONE_SLEEP_FIRST_S
-    while not slot.reached(target):
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, _GONE_SLEEP_MAX_S)
+async def _until_event(hangup, timeout):
+    """Sleep until the hang-up watch changes (a resume), at most timeout."""
+    fut = hangup.next_event(timeout)
+    try:
+        await fut
+    finally:
+        hangup.discard(fut)
 
 
 async def wait(slot, target, spin_us=0, sticky=False):
     """Slot.wait_async(): the flag first (spinning up to spin_us), the
-    eventfd only when needed, the flag itself once the daemon is gone.
-    sticky keeps the slot's watch in the loop once nobody awaits."""
+    eventfd only when needed, the flag itself while the daemon is gone (it
+    is resumed meanwhile). sticky keeps the slot's watch in the loop once
+    nobody awaits."""
     # The flag first, straight from memory: no library call when it is there.
     if landed(slot, target) or (spin_us > 0 and spin(slot, target, spin_us)):
         return
     client = slot._client
+    loop = asyncio.get_running_loop()
+    delay = _GONE_SLEEP_FIRST_S
     while not slot.reached(target):
-        if client._gone:
-            await _watch_flag(slot, target)
-            return
+        hangup = _hangup_watch(client, loop, sticky)
         client._awaiting += 1
         try:
-            await _next_signal(slot, target, sticky)
+            if hangup.gone:
+                # No signal comes: look at the flag after each of growing
+                # sleeps, and go back to the eventfd once resumed.
+                await _until_event(hangup, delay)
+                delay = min(delay * 2, _GONE_SLEEP_MAX_S)
+            else:
+                delay = _GONE_SLEEP_FIRST_S
+                await _next_signal(slot, hangup, target, sticky)
         finally:
             client._awaiting -= 1
 
 
 async def completions(slot):
-    """Slot.completions(): counts as consume() returns them, until the
-    daemon is gone and what it signalled is handed out."""
+    """Slot.completions(): counts as consume() returns them. While the
+    daemon is gone it waits for the resume, up to the client's resume
+    timeout, then raises ConnectionError(ENOTCONN).
+
+    After the first consume() the library is not asked again from the loop:
+    the slot's watch reads the counter into the tally at each doorbell, and
+    a count is taken from there. A consume() that finds nothing while the
+    daemon is away tries to resume, and that attempt would block the loop
+    on a listener that has not answered yet (a socket unit while the daemon
+    restarts); the loop's own attempts run in a worker thread."""
+    client = slot._client
+    loop = asyncio.get_running_loop()
+    deadline = None  # while the daemon is gone: when to give up
+    n = slot.consume()
     while True:
-        n = slot.consume()
         if n:
             yield n
+            n = slot._take()
             continue
-        if slot._client._gone:
-            raise OSError(errno.ENOTCONN, "cuflagd hung up: no completion is signalled any more")
-        await _next_signal(slot)
-
+        hangup = _hangup_watch(client, loop, False)
+        if not hangup.gone:
+            deadline = None
+            await _next_signal(slot, hangup)
+            n = slot._take()
+            continue
+        if hangup.error is not None:
+            raise hangup.error
+        if deadline is None:
+            timeout = client.resume_timeout
+            deadline = math.inf if timeout is None else loop.time() + timeout
+        left = deadline - loop.time()
+        if left <= 0:
+            raise _lib.error(errno.ENOTCONN, "cuflagd went away and did not come back "
+                             "within the client's resume timeout")
+        try:
+            # What the old daemon rang before it went still comes through.
+            async with asyncio.timeout(None if deadline == math.inf else left):
+                await _next_signal(slot, hangup)
+        except TimeoutError:
+            pass
+        n = slot._take()
 
 
 async def reconnect(client, retry_interval, timeout):
-    """Client.reconnect_async(): reconnect(), again after each sleep while
-    no daemon listens, up to timeout seconds (None: no limit)."""
+    """Client.reconnect_async(): reconnect() in a worker thread, again
+    after each sleep while no daemon listens, up to timeout seconds (None:
+    no limit)."""
     if retry_interval <= 0:
         raise ValueError("retry_interval must be > 0")
     if timeout is not None and timeout < 0:
@@ -362,7 +507,7 @@ async def reconnect(client, retry_interval, timeout):
     deadline = None if timeout is None else loop.time() + timeout
     while True:
         try:
-            client.reconnect()
+            await loop.run_in_executor(None, client.reconnect)
             return
         except (ConnectionRefusedError, FileNotFoundError) as e:
             delay = retry_interval
@@ -371,4 +516,13 @@ async def reconnect(client, retry_interval, timeout):
                 if left <= 0:
                     raise TimeoutError(errno.ETIMEDOUT, "cuflagd is not back") from e
                 delay = min(delay, left)
+        except OSError as e:
+            # EBUSY: the daemon serves this client already (it resumed by
+            # itself), unless it refused a connection for a while.
+            if e.errno != errno.EBUSY:
+                raise
+            if not client.daemon_gone:
+                client._resumed()
+                return
+            delay = retry_interval
         await asyncio.sleep(delay)

@@ -3,8 +3,9 @@
 
 import asyncio
 import ctypes
+import errno
+import math
 import os
-import select
 import threading
 import weakref
 
@@ -20,28 +21,68 @@ from .slot import Slot
 # completes within it costs neither a daemon wake-up nor a loop turn.
 DEFAULT_SPIN_US = 50
 
-_POLL_HANGUP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
+# How long a call that finds the daemon gone waits for one to come back,
+# by default (the library's CUFLAG_RESUME_TIMEOUT_MS).
+DEFAULT_RESUME_TIMEOUT_S = 30.0
+_INT_MAX_MS = 2**31 - 1
 
 
 class _Connection:
     """The library's client handle, shared by the finalizers of a Client
     and of its slots, so that they are safe in whatever order the garbage
     collector runs them: a slot is released only while the client is
-    still connected (disconnecting frees every slot)."""
+    still connected (disconnecting frees every slot).
 
-    __slots__ = ("ptr",)
+    It also owns the duplicates of the daemon connection that event loops
+    watch for the hang-up (aio._Hangup): they are closed before the client
+    disconnects, or the daemon would go on serving a client that has gone.
+    The lock keeps a resume made in a worker thread and the disconnect
+    apart (busy), and the duplicates' bookkeeping consistent (lock), without
+    making the loop wait for a resume to make a duplicate."""
+
+    __slots__ = ("ptr", "lock", "busy", "dups")
 
     def __init__(self, ptr):
         self.ptr = ptr
+        self.lock = threading.Lock()
+        self.busy = threading.Lock()
+        self.dups = set()
 
     def disconnect(self):
-        ptr, self.ptr = self.ptr, None
+        with self.busy, self.lock:
+            ptr, self.ptr = self.ptr, None
+            for fd in self.dups:
+                os.close(fd)
+            self.dups.clear()
         if ptr is not None:
             _lib.lib().cuflag_disconnect(ptr)
 
     def release(self, slot_ptr):
         if self.ptr is not None:
             _lib.lib().cuflag_slot_release(slot_ptr)
+
+    def dup(self):
+        """A duplicate of the connection now behind the client's fd."""
+        with self.lock:
+            if self.ptr is None:
+                raise ValueError("cuflag client is closed")
+            fd = os.dup(_lib.lib().cuflag_client_fd(self.ptr))  # not inherited
+            self.dups.add(fd)
+            return fd
+
+    def close_dup(self, fd):
+        with self.lock:
+            if fd in self.dups:
+                self.dups.discard(fd)
+                os.close(fd)
+
+    def reconnect(self):
+        """cuflag_reconnect(), unless the client was closed meanwhile:
+        0 or a negative errno."""
+        with self.busy:
+            if self.ptr is None:
+                return -errno.ENOTCONN
+            return _lib.lib().cuflag_reconnect(self.ptr)
 
 
 class Client:
@@ -54,6 +95,14 @@ class Client:
     open to this user (join group ``cuflag``), TimeoutError when the daemon
     does not answer.
 
+    When the daemon restarts (an upgrade, a crash, SIGKILL, the watchdog),
+    the client resumes by itself with the daemon that listens next on the
+    same socket: blocking calls through the library, awaits through their
+    event loop. Slots keep their ids, flags, eventfds and counts; nothing
+    is counted twice. ``resume_timeout`` (seconds, None: for ever; default
+    DEFAULT_RESUME_TIMEOUT_S) bounds how long a call that needs the daemon
+    waits for it to come back before it raises ConnectionError(ENOTCONN).
+
     Use it as a context manager, or call close(): closing releases every
     slot the client holds. A client that is garbage-collected unclosed is
     closed then.
@@ -63,18 +112,21 @@ class Client:
     before they block (DEFAULT_SPIN_US when None).
     """
 
-    def __init__(self, socket_path=None, spin_us=None):
+    def __init__(self, socket_path=None, spin_us=None, resume_timeout=DEFAULT_RESUME_TIMEOUT_S):
         if spin_us is not None and spin_us < 0:
             raise ValueError("spin_us must be None or >= 0")
+        _resume_ms(resume_timeout)  # checked before connecting
         self.spin_us = DEFAULT_SPIN_US if spin_us is None else spin_us
         lib = _lib.lib()
         path = None if socket_path is None else os.fsencode(socket_path)
         ptr = _lib.client_p()
         _lib.check(lib.cuflag_connect(path, ctypes.byref(ptr)))
         self._conn = _Connection(ptr)
-        self._fd = lib.cuflag_client_fd(ptr)
-        self._gone = False  # the daemon hung up (until reconnect())
-        self._hangup_watches = {}  # event loop -> its reader of the fd
+        self._finalizer = weakref.finalize(self, self._conn.disconnect)
+        self._fd = lib.cuflag_client_fd(ptr)  # the number stays across resumes
+        self._resume_timeout = None
+        self.resume_timeout = resume_timeout
+        self._hangup_watches = {}  # event loop -> its watch of the connection
         self._awaiting = 0  # awaits of its slots outstanding (they stop spins)
         # Slots are freed by the library when the client goes: keep track
         # of them so that none is used after that.
@@ -83,7 +135,6 @@ class Client:
         # once), kept until the client closes.
         self._streams = {}
         self._streams_lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, self._conn.disconnect)
 
     def _handle(self):
         if self._conn.ptr is None:
@@ -95,73 +146,93 @@ class Client:
         return self._conn.ptr is None
 
     @property
+    def resume_timeout(self):
+        """How long, in seconds, a call that finds the daemon gone waits for
+        one to come back before it raises ConnectionError(ENOTCONN): an
+        acquire, an arm that finds the arm queue full, an iteration of
+        completions(). None (or inf) waits for ever. Waits (wait(),
+        wait_async(), synchronize()) are not bounded by it: they look at
+        the flag meanwhile. Settable at any time."""
+        return self._resume_timeout
+
+    @resume_timeout.setter
+    def resume_timeout(self, seconds):
+        ms = _resume_ms(seconds)
+        _lib.check(_lib.lib().cuflag_client_set_resume_timeout(self._handle(), ms))
+        self._resume_timeout = None if ms < 0 else float(seconds)
+
+    @property
     def fd(self):
-        """The connection to the daemon, for an event loop to learn that
-        the daemon went away: poll it for POLLRDHUP (EPOLLRDHUP), or for
-        readability, which the hang-up brings. Never read or write it, nor
-        close it: it stays owned by the client. Slot flags keep working
-        without the daemon, but no eventfd is signalled any more;
-        Slot.wait() and Slot.wait_async() then look at the flag itself.
-        reconnect() replaces it: ask again afterwards."""
+        """The connection to the daemon, for an event loop that wants to
+        know when the daemon went away: poll it for POLLRDHUP (EPOLLRDHUP),
+        or for readability, which the hang-up brings. Never read or write
+        it, nor close it: it stays owned by the client. Nothing has to be
+        done about a hang-up: the client resumes by itself.
+
+        The number stays the same across resumes, but the connection behind
+        it is new after one: an epoll (or selector) registration of the old
+        connection is dropped by the kernel, so a loop that watches it must
+        register it again once it saw the hang-up (and the resume:
+        ``daemon_gone`` False again). The awaits of this package do that
+        themselves."""
         self._handle()
         return self._fd
 
     @property
     def daemon_gone(self):
-        """Whether the daemon has hung up this connection (found by a poll
-        that never reads it). False again after reconnect()."""
+        """Whether the daemon behind the client's connection has hung up
+        and no resume has been made since (a poll that never reads it)."""
         self._handle()
-        return self._check_hangup()
-
-    def _check_hangup(self):
-        if not self._gone and self._conn.ptr is not None:
-            p = select.poll()
-            p.register(self._fd, select.POLLRDHUP)
-            self._gone = any(ev & _POLL_HANGUP for _, ev in p.poll(0))
-        return self._gone
+        return aio._hung_up(self._fd)
 
     def reconnect(self):
-        """After the daemon restarted on the same socket: hand the new
-        daemon this client's region and every slot's eventfd, and go on
-        with it. Slots keep their ids, flags, eventfds and counts: what
-        landed or was armed while no daemon ran is signalled now, each
-        completion once (after a clean stop; a daemon killed while it
-        signalled a slot may count that signal again). ``fd`` is a new
-        connection afterwards and ``daemon_gone`` is False; a wait_async()
-        in progress goes on, watching the new connection.
+        """Resume with the daemon now, instead of at the next call that
+        needs it: connect to the same socket and hand the daemon listening
+        there this client's region and every slot's eventfd. Slots keep
+        their ids, flags, eventfds and counts: what landed or was armed
+        while no daemon ran is signalled now, each completion exactly once
+        (whatever stopped the old daemon, SIGKILL included). ``fd`` keeps
+        its number and is a new connection afterwards; the awaits in
+        progress go on with it. The client does all this by itself when a
+        call finds the daemon gone: call this only to resume sooner.
+
+        Safe while other threads and event loops use the client; it is one
+        round trip to the daemon, blocking, made once (no retry).
 
         Raises OSError: ConnectionRefusedError or FileNotFoundError while
-        no daemon listens yet (call again later, or reconnect_async()),
-        EOPNOTSUPP (the daemon runs --slab cuda-ipc), EINVAL (the new
-        daemon's settings give another region layout), EPROTO, EUSERS,
-        EBUSY, TimeoutError, ... On failure the client is as it was.
-
-        Nothing else may use the client or its slots meanwhile: call it
-        from the thread that runs the event loop awaiting them, if any.
-        It is one round trip to the daemon, blocking.
+        no daemon listens yet, EBUSY (the daemon still serves this client:
+        it did not go away), ESTALE (the daemon listening now has another
+        region layout: other --slots-per-client or --queue-size; connect
+        anew), EOPNOTSUPP (the daemon runs --slab cuda-ipc, whose flags died
+        with the old daemon), EUSERS, EPROTO, TimeoutError, ... On failure
+        the client is as it was.
         """
-        ptr = self._handle()
-        lib = _lib.lib()
-        # The library closes the old connection: no loop may watch it then.
-        watches = list(self._hangup_watches.values())
-        for watch in watches:
-            watch.suspend()
-        try:
-            rc = lib.cuflag_reconnect(ptr)
-        finally:
-            fd = lib.cuflag_client_fd(ptr)
-            for watch in watches:
-                watch.resume(fd)
-        _lib.check(rc)
-        self._fd = fd
-        self._gone = False
+        self._handle()
+        _lib.check(self._conn.reconnect())
+        self._resumed()
+
+    def _try_resume(self):
+        """One resume attempt, from an event loop's worker thread: 0 or a
+        negative errno."""
+        return self._conn.reconnect()
+
+    def _resumed(self):
+        """Tell the event loops' watches that the connection changed."""
+        for watch in list(self._hangup_watches.values()):
+            try:
+                watch.loop.call_soon_threadsafe(watch.check)
+            except RuntimeError:
+                pass  # its loop has closed
 
     async def reconnect_async(self, retry_interval=0.05, timeout=None):
-        """reconnect() in the running loop, again every ``retry_interval``
-        seconds while no daemon listens (ConnectionRefusedError,
-        FileNotFoundError). ``timeout`` in seconds, None for no limit:
-        TimeoutError once it passes without a daemon. Other errors as
-        reconnect(), at once."""
+        """reconnect() for the running loop (in a worker thread: the loop
+        does not block), again every ``retry_interval`` seconds while no
+        daemon listens (ConnectionRefusedError, FileNotFoundError). Returns
+        once the client is served by a daemon again, whether this call or
+        the client itself resumed it (EBUSY from the daemon means that).
+        ``timeout`` in seconds, None for no limit: TimeoutError once it
+        passes without a daemon. Other errors as reconnect(), at once. Like
+        reconnect(), only to resume sooner than the client would."""
         await aio.reconnect(self, retry_interval, timeout)
 
     @property
@@ -170,9 +241,13 @@ class Client:
         return _lib.lib().cuflag_client_epoch(self._handle())
 
     def acquire(self):
-        """One slot. Raises OSError: ENOSPC (the daemon's per-client
-        limit), EBUSY (its request-rate limit), EMFILE, ENOTCONN/EPIPE
-        (the daemon hung up), TimeoutError."""
+        """One slot. If the daemon went away, the call first resumes with
+        the one that listens now, waiting up to ``resume_timeout``. Raises
+        OSError: ENOSPC (the daemon's per-client limit), EDQUOT (this
+        user's slot limit), EBUSY (its request-rate limit), EMFILE,
+        ConnectionError (ENOTCONN: no daemon came back within
+        ``resume_timeout``), ESTALE (the daemon that came back has another
+        region layout), TimeoutError."""
         return self.acquire_many(1)[0]
 
     def acquire_many(self, n):
@@ -252,7 +327,9 @@ class Client:
         they would queue next). Errors as synchronize():
         TimeoutError once ``timeout`` seconds pass, OSError(EIO) when a
         device fault stopped the work (the stream is checked every 100 ms
-        while awaited).
+        while awaited). It carries on across daemon restarts, as
+        Slot.wait_async() does; the signal is an arm(), which blocks while
+        the daemon is away and the arm queue is full.
         """
         spin_us = self._spin(spin_us)
         slot, target = self._signal_stream(stream, asyncio.get_running_loop())
@@ -281,3 +358,13 @@ class Client:
     def __repr__(self):
         state = "closed" if self.closed else f"epoch={self.epoch:#x}"
         return f"<cuflag.Client {state}>"
+
+
+def _resume_ms(seconds):
+    """A resume timeout in seconds (None or inf: for ever) in the library's
+    ms (-1: for ever)."""
+    if seconds is None or seconds == math.inf:
+        return -1
+    if not seconds >= 0:  # NaN too
+        raise ValueError("resume_timeout must be None or >= 0")
+    return min(math.ceil(seconds * 1000), _INT_MAX_MS)

@@ -102,8 +102,13 @@ class Slot:
 
     def arm(self):
         """Reserve the slot's next timeline value, publish the arm to the
-        daemon and return the value. Raises OSError(ENOTCONN) when the
-        daemon hung up while its arm queue was full."""
+        daemon and return the value. No system call while the daemon's
+        scanner is awake. While the daemon is away (a restart) the arm
+        waits in the client's queue for the next one; an arm that finds
+        the queue full waits for the daemon to come back and resumes with
+        it, up to the client's ``resume_timeout``. Raises ConnectionError
+        (ENOTCONN) when none came back by then, OSError(ESTALE) when the one
+        that came back has another region layout."""
         target = ctypes.c_uint32()
         _lib.check(_lib.lib().cuflag_slot_arm(self._handle(), ctypes.byref(target)))
         return target.value
@@ -127,7 +132,7 @@ class Slot:
 
         Raises OSError with the library's errno: ENODEV (no NVIDIA driver,
         or no CUDA context for the stream), ENOSYS (a library built without
-        CUDA), EIO (the driver refused the store).
+        CUDA), EIO (the driver refused the store), or an error of arm().
         """
         return self._signal(_stream.handle(stream))
 
@@ -173,10 +178,13 @@ class Slot:
         ``timeout`` is in seconds; None waits for ever. Returns at once,
         without a system call, when the flag is already there; else it
         first looks at the flag for ``spin_us`` microseconds, then sleeps
-        until the daemon signals. Other threads run meanwhile. Raises
-        TimeoutError, OSError(EINVAL) when ``target`` was never armed here,
-        or OSError with the error that ended the wait (EIO: a device fault
-        stopped the work). Leaves the eventfd counter alone.
+        until the daemon signals. Other threads run meanwhile. While the
+        daemon is away (a restart) it looks at the flag itself and resumes
+        the client once a daemon listens again; it is not bounded by the
+        client's ``resume_timeout``. Raises TimeoutError, OSError(EINVAL)
+        when ``target`` was never armed here, or OSError with the error
+        that ended the wait (EIO: a device fault stopped the work). Leaves
+        the eventfd counter alone.
         """
         if timeout is not None and timeout < 0:
             raise ValueError("timeout must be None or >= 0")
@@ -204,8 +212,19 @@ class Slot:
     def consume(self):
         """Completions signalled since the last consume (0 when none),
         counting those that wait_async() and completions() have read off
-        the eventfd and not yet handed out. Never blocks."""
+        the eventfd and not yet handed out. Each completion is counted
+        exactly once, across daemon restarts too (SIGKILL included): the
+        count comes from the daemon's record in the client's region, the
+        eventfd being only a doorbell. Does not wait for completions; but
+        when it finds none while the daemon is away, the library makes one
+        attempt to resume, which waits for an answer from a socket that
+        accepts (a socket unit while the daemon restarts), up to 5 s. In a
+        loop, completions() takes its counts without that."""
         self._read_counter()
+        return self._take()
+
+    def _take(self):
+        """Hand out the tally."""
         with self._tally_lock:
             n, self._tally = self._tally, 0
         return n
@@ -217,18 +236,26 @@ class Slot:
         It looks at the flag first (for ``spin_us`` microseconds, which
         holds up the loop that long at most) and watches the eventfd only
         when the value has not landed yet, along with the client's
-        connection (Client.fd): should cuflagd go away, no signal comes any
-        more, and like wait() it goes on by looking at the flag itself,
-        after sleeps growing from 50 us to 2 ms. While it waits, the slot's
-        last stream is checked every 100 ms for a device fault (OSError
-        EIO), as wait() does."""
+        connection (Client.fd). Should cuflagd go away, no signal comes
+        until it is back: like wait() it goes on by looking at the flag
+        itself, after sleeps growing from 50 us to 2 ms, while the loop
+        resumes the client (an attempt every 25 ms, in a worker thread);
+        then it goes back to the eventfd. It is not bounded by the
+        client's ``resume_timeout``. While it waits, the slot's last stream
+        is checked every 100 ms for a device fault (OSError EIO), as wait()
+        does."""
         await aio.wait(self, target, spin_us)
 
     def completions(self):
         """An async iterator of completion counts, as consume() returns
-        them, each > 0; it waits in the running loop between them. Once
-        cuflagd has gone away and what it signalled is handed out, it
-        raises OSError(ENOTCONN): nothing counts completions any more."""
+        them, each > 0, every completion exactly once; it waits in the
+        running loop between them. It carries on across daemon restarts:
+        while cuflagd is away, the loop resumes the client, and what landed
+        meanwhile is counted once the next daemon signals it. If none comes
+        back within the client's ``resume_timeout`` it raises
+        ConnectionError (ENOTCONN); if the one that came back cannot take
+        the client (ESTALE, EOPNOTSUPP), OSError with that errno. Nothing
+        is lost then: a later consume() counts what a daemon signals."""
         return aio.completions(self)
 
     def release(self):

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -75,6 +76,27 @@ class Daemon:
 
     def _cleanup(self):
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_later(delay, start):
+    """Call start() (which starts a Daemon) in delay seconds, from a thread
+    that lives on until the function returned is called: the daemon dies
+    with the thread that started it (PR_SET_PDEATHSIG names a thread)."""
+    done = threading.Event()
+
+    def run():
+        time.sleep(delay)
+        start()
+        done.wait()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def finish():
+        done.set()
+        thread.join()
+
+    return finish
 
 
 def open_fds():

@@ -1,11 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""The daemon goes away (SIGKILL) under a waiting client: Client.fd hangs
-up, wait_async() goes on by looking at the flag itself, completions()
-ends with ENOTCONN, and several waiters share one reader of the fd."""
+"""The daemon goes away (SIGKILL) and does not come back: Client.fd hangs
+up, waits go on by looking at the flag itself, the calls that need the
+daemon (acquire, an arm that finds the queue full, completions()) raise
+ConnectionError(ENOTCONN) once the client's resume timeout has passed, and
+several waiters share one reader of the connection."""
 
 import asyncio
 import errno
+import os
 import select
+import socket
+import threading
 import time
 import unittest
 
@@ -13,6 +18,7 @@ import cuflag
 from daemon import Daemon, open_fds
 
 TIMEOUT_S = 2
+RESUME_TIMEOUT_S = 0.2
 
 
 class HangupTest(unittest.TestCase):
@@ -21,9 +27,9 @@ class HangupTest(unittest.TestCase):
     def setUp(self):
         fds = open_fds()
         self.addCleanup(lambda: self.assertEqual(open_fds(), fds, "fds leaked"))
-        self.daemon = Daemon()
+        self.daemon = Daemon("--queue-size", "16")
         self.addCleanup(self.daemon.stop)  # harmless once killed
-        self.client = cuflag.Client(self.daemon.socket)
+        self.client = cuflag.Client(self.daemon.socket, resume_timeout=RESUME_TIMEOUT_S)
         self.addCleanup(self.client.close)
 
     def assert_hung_up(self):
@@ -36,6 +42,29 @@ class HangupTest(unittest.TestCase):
         self.assertTrue(events & (select.POLLRDHUP | select.POLLHUP), hex(events))
         self.assertTrue(self.client.daemon_gone)
 
+    def assert_not_connected(self, cm, started):
+        """The error of a call that waited for the resume timeout."""
+        self.assertIsInstance(cm.exception, ConnectionError)
+        self.assertEqual(cm.exception.errno, errno.ENOTCONN)
+        took = time.monotonic() - started
+        self.assertGreaterEqual(took, RESUME_TIMEOUT_S * 0.9)
+        self.assertLess(took, TIMEOUT_S)
+
+    async def wait_then_kill(self, slot, target):
+        """A wait_async() of target in progress when the daemon is killed:
+        its task, and the loop's watch once it has seen the hang-up (it
+        tries to resume from then on)."""
+        waiter = asyncio.create_task(slot.wait_async(target))
+        await asyncio.sleep(0.01)
+        self.assertFalse(waiter.done())
+        self.assertIsNotNone(slot._watch)
+        watch = self.client._hangup_watches[asyncio.get_running_loop()]
+        await asyncio.to_thread(self.daemon.kill)
+        async with asyncio.timeout(TIMEOUT_S):
+            while not watch.gone:
+                await asyncio.sleep(0.001)
+        return waiter, watch
+
     def test_fd(self):
         fd = self.client.fd
         self.assertIsInstance(fd, int)
@@ -46,35 +75,85 @@ class HangupTest(unittest.TestCase):
         self.daemon.kill()
         self.assert_hung_up()
 
+    def test_resume_timeout(self):
+        self.assertEqual(self.client.resume_timeout, RESUME_TIMEOUT_S)
+        for forever in (None, float("inf")):
+            self.client.resume_timeout = forever
+            self.assertIsNone(self.client.resume_timeout)
+        self.client.resume_timeout = 1
+        self.assertEqual(self.client.resume_timeout, 1.0)
+        for bad in (-1, float("nan")):
+            with self.assertRaises(ValueError):
+                self.client.resume_timeout = bad
+            with self.assertRaises(ValueError):
+                cuflag.Client(self.daemon.socket, resume_timeout=bad)
+        self.assertEqual(self.client.resume_timeout, 1.0)
+        with cuflag.Client(self.daemon.socket) as other:
+            self.assertEqual(other.resume_timeout, cuflag.DEFAULT_RESUME_TIMEOUT_S)
+        self.client.close()
+        with self.assertRaises(ValueError):
+            self.client.resume_timeout = 1
+
+    def test_acquire_gives_up(self):
+        self.daemon.kill()
+        started = time.monotonic()
+        with self.assertRaises(OSError) as cm:
+            self.client.acquire()
+        self.assert_not_connected(cm, started)
+
+    def test_arm_gives_up(self):
+        """Arms wait in the region's queue for the next daemon; one that
+        finds it full waits for a daemon up to the resume timeout."""
+        slot = self.client.acquire()
+        self.daemon.kill()
+        self.assert_hung_up()
+        for _ in range(16):  # the queue's room
+            slot.arm()
+        started = time.monotonic()
+        with self.assertRaises(OSError) as cm:
+            slot.arm()
+        self.assert_not_connected(cm, started)
+        slot.release()
+
+    def test_wait_outlives_daemon(self):
+        """A blocking wait looks at the flag itself, unbounded by the resume
+        timeout."""
+        slot = self.client.acquire()
+        target = slot.arm()
+        self.daemon.kill()
+        self.assert_hung_up()
+        timer = threading.Timer(RESUME_TIMEOUT_S * 2, slot.store, (target,))
+        timer.start()
+        self.addCleanup(timer.join)
+        slot.wait(target, timeout=TIMEOUT_S * 2)
+        slot.release()
+
     def test_wait_async_outlives_daemon(self):
         slot = self.client.acquire()
         target = slot.arm()
 
         async def main():
-            waiter = asyncio.create_task(slot.wait_async(target))
-            await asyncio.sleep(0.01)
+            loop = asyncio.get_running_loop()
+            waiter, watch = await self.wait_then_kill(slot, target)
+            # Past the resume timeout too: a wait is not bounded by it.
+            await asyncio.sleep(RESUME_TIMEOUT_S * 2)
             self.assertFalse(waiter.done())
-            self.assertIsNotNone(slot._watch)
-            await asyncio.to_thread(self.daemon.kill)
-            # The loop learns of the hang-up, and no reader of it remains.
-            async with asyncio.timeout(TIMEOUT_S):
-                while self.client._hangup_watches:
-                    await asyncio.sleep(0.001)
-            self.assertFalse(waiter.done())
+            self.assertIsNotNone(watch.resumer)
             start = time.monotonic()
             slot.store(target)
             async with asyncio.timeout(TIMEOUT_S):
                 await waiter
             self.assertLess(time.monotonic() - start, TIMEOUT_S)
-            # A later wait needs no reader at all.
+            # Nobody awaits: no more resume attempts, and the watches go.
+            await asyncio.sleep(0.05)
+            self.assertIsNone(watch.resumer)
+            self.assertIsNone(slot._watch)
+            self.assertEqual(self.client._hangup_watches, {})
+            # A later wait finds the daemon gone and looks at the flag.
             second = slot.arm()
-            loop = asyncio.get_running_loop()
             loop.call_later(0.01, slot.store, second)
             async with asyncio.timeout(TIMEOUT_S):
                 await slot.wait_async(second)
-            await asyncio.sleep(0)
-            self.assertIsNone(slot._watch)
-            self.assertEqual(self.client._hangup_watches, {})
 
         asyncio.run(main())
         self.assert_hung_up()
@@ -100,11 +179,17 @@ class HangupTest(unittest.TestCase):
             await asyncio.sleep(0)
             self.assertIs(self.client._hangup_watches.get(loop), watch)
             await asyncio.to_thread(self.daemon.kill)
+            async with asyncio.timeout(TIMEOUT_S):
+                while not watch.gone:
+                    await asyncio.sleep(0.001)
+            # The same watch, still one for the three waiters left.
+            self.assertIs(self.client._hangup_watches.get(loop), watch)
+            self.assertEqual(len(watch.waiters), 3)
             for s, t in zip(slots, targets):
                 s.store(t)
             async with asyncio.timeout(TIMEOUT_S):
                 await asyncio.gather(*waits)
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.05)
             self.assertEqual(self.client._hangup_watches, {})
             self.assertTrue(all(s._watch is None for s in slots))
 
@@ -112,24 +197,77 @@ class HangupTest(unittest.TestCase):
         for s in slots:
             s.release()
 
-    def test_completions_end(self):
+    def test_completions_give_up(self):
+        """completions() hands out what was signalled, waits for a daemon up
+        to the resume timeout, then raises ConnectionError(ENOTCONN); what
+        lands meanwhile stays counted for a later consume()."""
         with self.client.acquire() as slot:
             target = slot.arm()
             slot.store(target)
             slot.wait(target, timeout=TIMEOUT_S)
+            late = slot.arm()
 
             async def main():
                 counts = []
-                with self.assertRaises(OSError) as e:
+                started = None
+                with self.assertRaises(OSError) as cm:
                     async with asyncio.timeout(TIMEOUT_S):
                         async for n in slot.completions():
                             counts.append(n)
                             if sum(counts) == 1:
                                 await asyncio.to_thread(self.daemon.kill)
-                self.assertEqual(e.exception.errno, errno.ENOTCONN)
+                                started = time.monotonic()
+                self.assert_not_connected(cm, started)
                 self.assertEqual(counts, [1])
 
             asyncio.run(main())
+            slot.store(late)
+            self.assertEqual(slot.consume(), 0)  # nobody signalled it
+
+    def test_silent_listener(self):
+        """While the daemon restarts under a socket unit, its socket listens
+        and nothing answers yet: the loop's resume attempts wait in a worker
+        thread, and neither completions() nor wait_async() holds up the
+        loop meanwhile."""
+        self.client.resume_timeout = None
+        slot = self.client.acquire()
+        target = slot.arm()
+
+        async def main():
+            stall = 0.0
+
+            async def ticker():
+                nonlocal stall
+                while True:
+                    t = time.monotonic()
+                    await asyncio.sleep(0.002)
+                    stall = max(stall, time.monotonic() - t)
+
+            async def count():
+                async for _ in slot.completions():
+                    pass
+
+            tasks = [asyncio.create_task(f()) for f in (ticker, count)]
+            waiter, watch = await self.wait_then_kill(slot, target)
+            os.makedirs(self.daemon.dir, exist_ok=True)  # stop() removes it again
+            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as silent:
+                silent.bind(self.daemon.socket)
+                silent.listen()
+                stall = 0.0
+                await asyncio.sleep(0.3)
+                self.assertIsNotNone(watch.resumer)
+            # Closed: the attempt waiting for its answer ends. An attempt
+            # made on the loop would have held it until the library's reply
+            # timeout (5 s); the margin is for a loaded machine.
+            self.assertLess(stall, 1.0)
+            slot.store(target)
+            async with asyncio.timeout(TIMEOUT_S):
+                await waiter
+            for task in tasks:
+                task.cancel()
+
+        asyncio.run(main())
+        slot.release()
 
     def test_close_while_waiting(self):
         slot = self.client.acquire()
@@ -144,6 +282,25 @@ class HangupTest(unittest.TestCase):
             self.assertEqual(self.client._hangup_watches, {})
             with self.assertRaises(ValueError):
                 self.client.fd
+
+        asyncio.run(main())
+
+    def test_close_while_resuming(self):
+        """close() while the loop tries to resume: the attempts stop, and
+        the watch's duplicate of the connection is closed (setUp checks)."""
+        slot = self.client.acquire()
+        target = slot.arm()
+
+        async def main():
+            waiter, watch = await self.wait_then_kill(slot, target)
+            async with asyncio.timeout(TIMEOUT_S):
+                while watch.resumer is None:
+                    await asyncio.sleep(0.001)
+            await asyncio.sleep(0.06)  # a few attempts
+            self.client.close()
+            with self.assertRaises(ValueError):
+                await waiter
+            self.assertTrue(watch.closed)
 
         asyncio.run(main())
 

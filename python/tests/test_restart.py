@@ -1,16 +1,23 @@
 # SPDX-License-Identifier: MIT
-"""The daemon restarts under a client: Client.reconnect() hands the new
-daemon the client's region and eventfds, every completion is counted once,
-Client.fd is the new connection, and wait_async() carries on."""
+"""The daemon restarts under a client: the client resumes by itself (or
+at once with Client.reconnect()), handing the new daemon its region and
+eventfds; every completion is counted once, Client.fd keeps its number and
+is the new connection, and wait_async() and completions() carry on."""
 
 import asyncio
+import errno
+import os
 import select
 import unittest
 
 import cuflag
-from daemon import Daemon, open_fds
+from daemon import Daemon, open_fds, start_later
 
 TIMEOUT_S = 2
+
+
+def same_connection(a, b):
+    return os.fstat(a).st_ino == os.fstat(b).st_ino
 
 
 def hung_up(fd):
@@ -48,11 +55,20 @@ class RestartTest(unittest.TestCase):
 
         return start
 
-    def test_reconnect(self):
+    def start_later(self, start, delay=0.1):
+        """Start the next daemon in delay seconds, from another thread."""
+        self.addCleanup(start_later(delay, start))
+
+    def across_restart(self, stop, resume):
+        """Two slots through a restart: the first signalled by the old
+        daemon, the second's arm completed while no daemon runs. stop stops
+        the daemon; resume(start, slots) brings the next one (start()) and
+        resumes. Checks that the slots kept their ids and eventfds, the
+        client its fd number, and that each completion is counted once, and
+        that the slots work on; returns them."""
         s1, s2 = self.client.acquire_many(2)
         ids, fds = (s1.id, s2.id), (s1.fd, s2.fd)
-        epoch = self.client.epoch
-        old_fd = self.client.fd
+        epoch, old_fd = self.client.epoch, self.client.fd
         t1 = s1.arm()
         s1.store(t1)
         s1.wait(t1, timeout=TIMEOUT_S)
@@ -60,21 +76,16 @@ class RestartTest(unittest.TestCase):
         readable, _, _ = select.select([s1], [], [], TIMEOUT_S)
         self.assertEqual(readable, [s1])
         t2 = s2.arm()
-
-        start = self.restart_daemon()
+        start = self.restart_daemon(stop)
         s2.store(t2)  # lands while no daemon runs
-        with self.assertRaises((ConnectionRefusedError, FileNotFoundError)):
-            self.client.reconnect()
-        self.assertTrue(self.client.daemon_gone)  # a failure changes nothing
-        start()
-        self.client.reconnect()
+        s2.wait(t2, timeout=TIMEOUT_S)  # seen on the flag meanwhile
+        resume(start, (s1, s2))
 
         self.assertFalse(self.client.daemon_gone)
         self.assertNotEqual(self.client.epoch, epoch)
         self.assertEqual(self.client.fd, old_fd)  # the number stays; the connection is new
         self.assertFalse(hung_up(self.client.fd))
-        self.assertEqual((s1.id, s2.id), ids)
-        self.assertEqual((s1.fd, s2.fd), fds)
+        self.assertEqual(((s1.id, s2.id), (s1.fd, s2.fd)), (ids, fds))
         self.assertEqual(s1.consume(), 1)  # signalled by the old daemon
         readable, _, _ = select.select([s2], [], [], TIMEOUT_S)
         self.assertEqual(readable, [s2])
@@ -83,7 +94,6 @@ class RestartTest(unittest.TestCase):
         readable, _, _ = select.select([s1, s2], [], [], 0.05)
         self.assertEqual(readable, [])
         self.assertEqual(s1.consume() + s2.consume(), 0)
-
         # The slots work on with the new daemon.
         for slot in (s1, s2):
             t = slot.arm()
@@ -92,6 +102,163 @@ class RestartTest(unittest.TestCase):
             readable, _, _ = select.select([slot], [], [], TIMEOUT_S)
             self.assertEqual(readable, [slot])
             self.assertEqual(slot.consume(), 1)
+        return s1, s2
+
+    def test_resumes_by_itself(self):
+        """No reconnect(): the first call that needs the daemon waits for
+        one and resumes."""
+        def resume(start, slots):
+            self.start_later(start)
+            self.client.acquire().release()
+
+        for slot in self.across_restart(self.daemon.kill, resume):
+            slot.release()
+
+    def test_awaits_resume_by_themselves(self):
+        """A wait_async() and a completions() in progress through a SIGTERM
+        and then a SIGKILL restart, with no restart code: the loop resumes,
+        watches the new connection (so it sees the next hang-up too), and
+        the new daemon's signals wake them."""
+        waited, counted = self.client.acquire_many(2)
+        old_fd = self.client.fd
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            counts = []
+
+            async def count():
+                async for n in counted.completions():
+                    counts.append(n)
+
+            counter = asyncio.create_task(count())
+            for rounds, how in enumerate(("stop", "kill"), 1):
+                target = waited.arm()
+                c = counted.arm()
+                counted.store(c)  # signalled by the daemon about to go
+                waiter = asyncio.create_task(waited.wait_async(target))
+                await asyncio.sleep(0.01)
+                watch = self.client._hangup_watches[loop]
+                epoch = self.client.epoch
+                stop = getattr(self.daemon, how)
+                start = await asyncio.to_thread(self.restart_daemon, stop)
+                c = counted.arm()  # queued for the next daemon
+                counted.store(c)
+                self.start_later(start)
+                async with asyncio.timeout(TIMEOUT_S * 2):
+                    while self.client.epoch == epoch:
+                        await asyncio.sleep(0.005)
+                await asyncio.sleep(0.01)
+                self.assertIs(self.client._hangup_watches.get(loop), watch)
+                self.assertFalse(watch.gone)
+                self.assertTrue(same_connection(watch.fd, self.client.fd))
+                self.assertEqual(self.client.fd, old_fd)
+                self.assertFalse(waiter.done())
+                waited.store(target)  # signalled by the new daemon
+                async with asyncio.timeout(TIMEOUT_S):
+                    await waiter
+                    while sum(counts) < 2 * rounds:
+                        await asyncio.sleep(0.001)
+            await asyncio.sleep(0.05)
+            counter.cancel()
+            self.assertEqual(sum(counts), 4)
+            self.assertEqual(waited.consume(), 2)
+
+        asyncio.run(main())
+        waited.release()
+        counted.release()
+
+    def test_resumed_elsewhere(self):
+        """A resume made by a blocking call before the loop saw the hang-up
+        (the kernel drops a registration of the old connection then): the
+        loop's watch still follows the client to the new connection, and
+        so sees the next restart and resumes by itself."""
+        slot = self.client.acquire()
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            target = slot.arm()
+            waiter = asyncio.create_task(slot.wait_async(target))
+            await asyncio.sleep(0.01)
+            watch = self.client._hangup_watches[loop]
+            # All within one turn of the loop: it sees nothing meanwhile.
+            self.restart_daemon(stop=self.daemon.kill)()
+            self.client.acquire().release()  # resumes
+            self.assertFalse(self.client.daemon_gone)
+            await asyncio.sleep(0.01)
+            self.assertTrue(same_connection(watch.fd, self.client.fd))
+            self.assertFalse(watch.gone)
+            # The next restart, with nothing but the loop to resume.
+            epoch = self.client.epoch
+            start = await asyncio.to_thread(self.restart_daemon, self.daemon.kill)
+            self.start_later(start)
+            async with asyncio.timeout(TIMEOUT_S * 2):
+                while self.client.epoch == epoch:
+                    await asyncio.sleep(0.005)
+            self.assertFalse(waiter.done())
+            slot.store(target)
+            async with asyncio.timeout(TIMEOUT_S):
+                await waiter
+                # The wait may have seen the flag before the daemon signalled.
+                counts = []
+                async for n in slot.completions():
+                    counts.append(n)
+                    break
+            await asyncio.sleep(0.01)
+            self.assertEqual(counts + [slot.consume()], [1, 0])
+
+        asyncio.run(main())
+        slot.release()
+
+    def test_other_layout(self):
+        """A daemon with another layout cannot take the region: acquire()
+        and completions() raise ESTALE; a wait goes on with the flag, and
+        the loop resumes with a daemon of the right layout once one is
+        back."""
+        slot = self.client.acquire()
+        target = slot.arm()
+        self.restart_daemon()
+        self.daemon = Daemon("--queue-size", "16", directory=self.daemon.dir)
+        self.addCleanup(self.daemon.stop)
+        for call in (self.client.acquire, self.client.reconnect):
+            with self.assertRaises(OSError) as cm:
+                call()
+            self.assertEqual(cm.exception.errno, errno.ESTALE)
+
+        async def main():
+            with self.assertRaises(OSError) as cm:
+                async with asyncio.timeout(TIMEOUT_S):
+                    async for _ in slot.completions():
+                        pass
+            self.assertEqual(cm.exception.errno, errno.ESTALE)
+            waiter = asyncio.create_task(slot.wait_async(target))
+            await asyncio.sleep(0.05)
+            self.assertFalse(waiter.done())
+            epoch = self.client.epoch
+            self.start_later(self.restart_daemon(self.daemon.stop), 0)
+            async with asyncio.timeout(TIMEOUT_S * 2):
+                while self.client.epoch == epoch:
+                    await asyncio.sleep(0.01)
+            slot.store(target)
+            counts = []
+            async with asyncio.timeout(TIMEOUT_S):
+                await waiter
+                async for n in slot.completions():
+                    counts.append(n)
+                    break
+            self.assertEqual(counts, [1])
+
+        asyncio.run(main())
+        slot.release()
+
+    def test_reconnect(self):
+        def resume(start, slots):
+            with self.assertRaises((ConnectionRefusedError, FileNotFoundError)):
+                self.client.reconnect()
+            self.assertTrue(self.client.daemon_gone)  # a failure changes nothing
+            start()
+            self.client.reconnect()
+
+        s1, s2 = self.across_restart(None, resume)
         s3 = self.client.acquire()
         t3 = s3.arm()
         s3.store(t3)
@@ -104,7 +271,9 @@ class RestartTest(unittest.TestCase):
             async with asyncio.timeout(TIMEOUT_S):
                 await s2.wait_async(t)
             # Through the eventfd, with the new connection watched.
-            self.assertFalse(self.client._gone)
+            watch = self.client._hangup_watches[loop]
+            self.assertFalse(watch.gone)
+            self.assertTrue(same_connection(watch.fd, self.client.fd))
             counts = []
             t = s1.arm()
             loop.call_later(0.01, s1.store, t)
@@ -137,12 +306,12 @@ class RestartTest(unittest.TestCase):
             self.daemon = Daemon(directory=self.daemon.dir)
             self.addCleanup(self.daemon.stop)
             self.client.reconnect()
-            self.assertIs(self.client._hangup_watches.get(loop), watch)
-            self.assertEqual(watch.fd, self.client.fd)
             self.assertEqual(self.client.fd, old_fd)  # the number stays; the connection is new
             await asyncio.sleep(0.01)
+            self.assertIs(self.client._hangup_watches.get(loop), watch)
+            self.assertTrue(same_connection(watch.fd, self.client.fd))
             self.assertFalse(waiter.done())
-            self.assertFalse(self.client._gone)  # the new fd did not hang up
+            self.assertFalse(watch.gone)  # the new connection did not hang up
             slot.store(target)
             async with asyncio.timeout(TIMEOUT_S):
                 await waiter

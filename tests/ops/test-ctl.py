@@ -5,61 +5,12 @@ daemon holds (its settings, a client with 5 slots of which 2 are armed), the
 tables name the same things, and the exit codes say what went wrong."""
 import json
 import os
-import socket
 import subprocess
-import sys
 import tempfile
-import time
 
-CUFLAGD = os.environ["CUFLAGD"]
-CUFLAGCTL = os.environ["CUFLAGCTL"]
+from opsutil import ctl, ctl_json, expect, running_daemon, wait_for
+
 SLOT_HOLDER = os.environ["SLOT_HOLDER"]
-
-
-def ctl(*args, env=None, check=True):
-    r = subprocess.run([CUFLAGCTL, *args], capture_output=True, text=True, env=env,
-                       timeout=30)
-    if check and r.returncode != 0:
-        sys.exit(f"cuflagctl {' '.join(args)}: exit {r.returncode}: {r.stderr}")
-    return r
-
-
-def ctl_json(sock, cmd):
-    out = ctl("--socket", sock, cmd, "--json").stdout
-    return json.loads(out)
-
-
-def wait_for(what, pred, timeout=5.0):
-    """Poll pred() until it holds (state the daemon reaches asynchronously)."""
-    end = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > end:
-            sys.exit(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-def expect(cond, what):
-    if not cond:
-        sys.exit(f"check failed: {what}")
-
-
-def start_daemon(tmp):
-    """cuflagd on a private socket; ready when it says READY=1 to us."""
-    notify_path = os.path.join(tmp, "notify")
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(notify_path)
-    notify.settimeout(5)
-    sock = os.path.join(tmp, "cuflagd.sock")
-    env = dict(os.environ, NOTIFY_SOCKET=notify_path)
-    d = subprocess.Popen([CUFLAGD, "--socket", sock, "--max-clients", "7",
-                          "--slots-per-client", "16", "--spin-us", "123"], env=env)
-    while b"READY=1" not in notify.recv(4096).split(b"\n"):
-        pass
-    notify.close()
-    return d, sock
 
 
 def check_settings(sock):
@@ -119,8 +70,8 @@ def check_errors(tmp, sock):
 
 def main():
     with tempfile.TemporaryDirectory(prefix="cuflag-ctl-") as tmp:
-        d, sock = start_daemon(tmp)
-        try:
+        with running_daemon(tmp, "--max-clients", "7", "--slots-per-client", "16",
+                            "--spin-us", "123") as sock:
             epoch = check_settings(sock)["epoch"]
             holder = subprocess.Popen([SLOT_HOLDER, sock, "5", "2"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True)
@@ -132,10 +83,6 @@ def main():
             wait_for("the client to go", lambda: ctl_json(sock, "clients")["clients"] == [])
             expect(ctl_json(sock, "status")["slots"] == 0, "slots freed")
             check_errors(tmp, sock)
-        finally:
-            d.terminate()
-            rc = d.wait(timeout=10)
-        expect(rc == 0, f"cuflagd exit status {rc}")
     print("ctl: ok")
 
 

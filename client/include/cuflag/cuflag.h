@@ -93,8 +93,8 @@ struct cuflag_completion {
 CUFLAG_API int cuflag_connect(const char *socket_path, cuflag_client **out);
 
 /**
- * cuflag_disconnect() - release every slot, unmap the region, hang up.
- * Every slot of @c is invalid afterwards. NULL is accepted. Synchronise the
+ * cuflag_disconnect() - release every slot and group, unmap the region, hang up.
+ * Every slot and group of @c is invalid afterwards. NULL is accepted. Synchronise the
  * streams you signalled through cuflag_cuda_signal() first: a flag write
  * still queued on a stream would land in memory that is no longer mapped.
  */

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* The attacks of test-attack, one function each (see docs/RELIABILITY.md). */
+#ifndef CUFLAG_TEST_ATTACKS_H
+#define CUFLAG_TEST_ATTACKS_H
+
+#include "attack-util.h"
+
+void attack_fanout_bind(void);
+void attack_fanout_nobind(void);
+void attack_fanout_helpers(void);
+void attack_fanout_group(void);
+void attack_linger(void);
+void attack_many_fds(void);
+void attack_flood(void);
+void attack_blocking(void);
+void attack_kept_memfds(void);
+void attack_region_twice(void);
+
+/* The attacker's rounds: connect, misbehave until dropped, again, until its
+ * user is cooled down (-EBUSY). Shared by the attacks that must end so. */
+struct rounds {
+	_Atomic int rounds, dropped, busy, err;
+	_Atomic int pid; /* the attacker's, as the daemon logs it */
+};
+/* Up to n rounds of round(arg) (0, or the error of its connect), stopping
+ * at -EBUSY; then one more HELLO to see whether the user is cooled down. */
+void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg);
+/* Check that the attacker was dropped and then cooled down; note it in w. */
+void expect_dropped_and_cooled(struct window *w, struct rounds *r);
+
+#endif
