@@ -165,10 +165,8 @@ static void armed_tput_child(const struct armed_tput_args *args, unsigned idx, i
 		struct cuflag_completion rec[1];
 		if (poll(&p, 1, 20) != 0 && cuflag_group_drain(g, rec, 1) != 0)
 			bench_worker_fail(res, -EPROTO, "completions past the last one armed");
-	} else {
-		struct epoll_event ev[1];
-		if (epoll_wait(ep, ev, 1, 20) != 0)
-			bench_worker_fail(res, -EPROTO, "completions past the last one armed");
+	} else if (bench_no_more(ep, a.s)) {
+		bench_worker_fail(res, -EPROTO, "completions past the last one armed");
 	}
 out:
 	safe_close(ep);

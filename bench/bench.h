@@ -230,6 +230,9 @@ int bench_cpu_slot_wakes(struct cuflag_slot *s, struct bench_lat *row, unsigned 
 			 unsigned n);
 int bench_worker_slots(const char *sock, unsigned n, struct cuflag_client **c,
 		       struct cuflag_slot **s, struct bench_worker_result *res);
+/* After the last completion: nothing more may arrive on the slots of ep
+ * (data.u32 indexes s) within 20 ms. 0, -EPROTO, or epoll's error. */
+int bench_no_more(int ep, struct cuflag_slot **s);
 
 /* group.c: a connection with one group of BENCH_GROUP_SLOTS slots. */
 struct cuflag_group;
