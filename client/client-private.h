@@ -159,6 +159,11 @@ int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait);
 /* How long a request may wait for its reply. */
 #define REPLY_TIMEOUT_S 5
 
+/* A request found the daemon gone (seen on generation gen): resume, waiting
+ * up to the resume timeout. 0 to send it again; -ESTALE / -EOPNOTSUPP (no
+ * resume can mend it); else -ENOTCONN. */
+int cuflag__resume_for_request(struct cuflag_client *c, unsigned gen);
+
 /* HELLO on sock: the reply and the daemon page mapped. */
 int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_reply *r,
 		  const struct cuflag_daemon_page **dp, size_t *dp_size);

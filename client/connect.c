@@ -60,9 +60,8 @@ int cuflag__request(struct cuflag_client *c, struct cuflag_call *call)
 		 * (none within the resume timeout: -ENOTCONN). */
 		if (!cuflag__gone_error(rc) || tries)
 			return rc;
-		rc = cuflag__resume(c, gen, 1);
-		if (rc)
-			return rc == -ESTALE || rc == -EOPNOTSUPP ? rc : -ENOTCONN;
+		if ((rc = cuflag__resume_for_request(c, gen)))
+			return rc;
 	}
 }
 

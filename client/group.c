@@ -106,11 +106,8 @@ CUFLAG_EXPORT int cuflag_group_create(cuflag_client *c, cuflag_group **out)
 	pthread_mutex_unlock(&c->req_lock);
 	/* The daemon went away: the one that comes back is told of it by the
 	 * resume, as of every listed group. */
-	if (g && cuflag__gone_error(rc)) {
-		rc = cuflag__resume(c, gen, 1);
-		if (rc && rc != -ESTALE && rc != -EOPNOTSUPP)
-			rc = -ENOTCONN;
-	}
+	if (g && cuflag__gone_error(rc))
+		rc = cuflag__resume_for_request(c, gen);
 	if (rc && g) {
 		pthread_mutex_lock(&c->slots_lock);
 		c->groups[g->id] = NULL;
@@ -240,5 +237,9 @@ CUFLAG_EXPORT int cuflag_group_drain(cuflag_group *g, struct cuflag_completion *
 	if (more && write(g->efd, &one, sizeof(one)) < 0)
 		(void)0;
 	pthread_mutex_unlock(&g->lock);
+	/* Nothing, and the daemon gone: resume (one quick attempt), as a
+	 * consume does; a program that only polls group fds carries on too. */
+	if (!n && cuflag__daemon_gone(c))
+		(void)cuflag__resume(c, atomic_load(&c->conn_gen), 0);
 	return (int)n;
 }

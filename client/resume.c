@@ -230,6 +230,15 @@ int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait)
 	}
 }
 
+int cuflag__resume_for_request(struct cuflag_client *c, unsigned gen)
+{
+	int rc = cuflag__resume(c, gen, 1);
+
+	if (rc && rc != -ESTALE && rc != -EOPNOTSUPP)
+		rc = -ENOTCONN; /* no daemon came back within the resume timeout */
+	return rc;
+}
+
 CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)
 {
 	int rc;

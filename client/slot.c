@@ -208,9 +208,8 @@ static int alloc_batch(struct cuflag_client *c, struct cuflag_group *g, unsigned
 		pthread_mutex_unlock(&c->req_lock);
 		if (!cuflag__gone_error(rc) || tries)
 			return rc;
-		rc = cuflag__resume(c, gen, 1);
-		if (rc)
-			return rc == -ESTALE || rc == -EOPNOTSUPP ? rc : -ENOTCONN;
+		if ((rc = cuflag__resume_for_request(c, gen)))
+			return rc;
 	}
 }
 

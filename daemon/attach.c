@@ -34,18 +34,7 @@ int req_hello(struct server *srv, struct session *s, struct request *req)
 	r.version = CUFLAG_PROTO_VERSION;
 	r.slab = (uint32_t)srv->cfg->slab;
 	r.epoch = srv->epoch;
-	r.region_size = l->size;
-	r.nslots = l->nslots;
-	r.queue_cap = l->queue_cap;
-	r.head_off = l->head_off;
-	r.tail_off = l->tail_off;
-	r.queue_off = l->queue_off;
-	r.state_off = l->state_off;
-	r.flags_off = l->flags_off;
-	r.groups_off = l->groups_off;
-	r.ngroups = l->ngroups;
-	r.ring_cap = l->ring_cap;
-	r.ring_size = l->ring_size;
+	cuflag_region_layout_to_reply(&r, l);
 	r.page_size = (uint32_t)srv->dp.size;
 	r.client_id = s->id;
 	/* What the ATTACH reply's allocation will hold, as the client maps it. */

@@ -279,6 +279,23 @@ int cuflag_region_layout_make(struct cuflag_region_layout *l, uint32_t nslots,
 	return l->size > UINT32_MAX ? -EINVAL : 0;
 }
 
+void cuflag_region_layout_to_reply(struct cuflag_msg_hello_reply *r,
+				   const struct cuflag_region_layout *l)
+{
+	r->region_size = l->size;
+	r->nslots = l->nslots;
+	r->queue_cap = l->queue_cap;
+	r->head_off = l->head_off;
+	r->tail_off = l->tail_off;
+	r->queue_off = l->queue_off;
+	r->state_off = l->state_off;
+	r->flags_off = l->flags_off;
+	r->groups_off = l->groups_off;
+	r->ngroups = l->ngroups;
+	r->ring_cap = l->ring_cap;
+	r->ring_size = l->ring_size;
+}
+
 void cuflag_region_layout_from_reply(struct cuflag_region_layout *l,
 				     const struct cuflag_msg_hello_reply *r)
 {

@@ -50,7 +50,9 @@ int cuflag_region_layout_make(struct cuflag_region_layout *l, uint32_t nslots,
 			      uint32_t queue_cap, uint32_t ngroups, uint32_t ring_cap,
 			      uint32_t page_size);
 
-/* A layout from a HELLO reply. */
+/* A layout into a HELLO reply (the daemon's side), and back (the client's). */
+void cuflag_region_layout_to_reply(struct cuflag_msg_hello_reply *r,
+				   const struct cuflag_region_layout *l);
 void cuflag_region_layout_from_reply(struct cuflag_region_layout *l,
 				     const struct cuflag_msg_hello_reply *r);
 

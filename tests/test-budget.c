@@ -11,10 +11,15 @@
 #define US 1000u
 #define MS 1000000u
 
+/* The daemon's defaults, unscaled (a sanitizer build scales them). */
+#define CFG(cap)                                                                           \
+	((struct write_budget_cfg){ .cap_ns = (cap), .allowance_ns = 20 * US,                \
+				    .suspect_ns = 50 * US, .suspect_for_ns = 1000 * MS })
+
 START_TEST(test_cheap_writes_are_free)
 {
 	struct write_budget b = { 0 };
-	struct write_budget_cfg cfg = WRITE_BUDGET_DEFAULTS(5 * MS);
+	struct write_budget_cfg cfg = CFG(5 * MS);
 	uint64_t t = 1000 * MS;
 
 	/* 200 000 writes at the allowance: never over, never a suspect. */
@@ -28,7 +33,7 @@ END_TEST
 START_TEST(test_preempted_write_not_charged)
 {
 	struct write_budget b = { 0 };
-	struct write_budget_cfg cfg = WRITE_BUDGET_DEFAULTS(5 * MS);
+	struct write_budget_cfg cfg = CFG(5 * MS);
 	uint64_t t = 1000 * MS;
 
 	/* 40 ms on the wall clock: preempted, or slow. Only a suspect. */
@@ -47,7 +52,7 @@ END_TEST
 START_TEST(test_costly_writes_dropped)
 {
 	struct write_budget b = { 0 };
-	struct write_budget_cfg cfg = WRITE_BUDGET_DEFAULTS(5 * MS);
+	struct write_budget_cfg cfg = CFG(5 * MS);
 	uint64_t t = 1000 * MS;
 	int writes = 0;
 
@@ -65,7 +70,7 @@ END_TEST
 START_TEST(test_sporadic_costly_writes_free)
 {
 	struct write_budget b = { 0 };
-	struct write_budget_cfg cfg = WRITE_BUDGET_DEFAULTS(5 * MS);
+	struct write_budget_cfg cfg = CFG(5 * MS);
 	uint64_t t = 1000 * MS;
 
 	/* A virtual CPU taken away now and then: a costly write between cheap
@@ -84,7 +89,7 @@ END_TEST
 START_TEST(test_drains_at_a_tenth)
 {
 	struct write_budget b = { 0 };
-	struct write_budget_cfg cfg = WRITE_BUDGET_DEFAULTS(5 * MS);
+	struct write_budget_cfg cfg = CFG(5 * MS);
 	uint64_t t = 1000 * MS;
 
 	/* 100 us of CPU every ms (10 %): sustainable for ever. */

@@ -10,6 +10,10 @@ linker's search path, or its soname libcuflag-client.so.0)::
         ...                      # the GPU stores target into the flag
         slot.wait(target)        # or: await slot.wait_async(target)
 
+Many slots can share one eventfd: ``group = client.group()``,
+``group.acquire(n)``, then ``group.drain()`` or ``async for slot, n in
+group``; see Group.
+
 When cuflagd restarts, the client resumes by itself (blocking calls and
 awaits alike) and counts every completion exactly once; see Client.
 
@@ -21,9 +25,10 @@ gone past the client's resume timeout, is a ConnectionError).
 from . import _lib
 from ._lib import library_path
 from .client import DEFAULT_RESUME_TIMEOUT_S, DEFAULT_SPIN_US, Client
+from .group import Completion, Group
 from .slot import Slot
 
-__all__ = ["Client", "Slot", "DEFAULT_RESUME_TIMEOUT_S", "DEFAULT_SPIN_US", "library_path",
+__all__ = ["Client", "Completion", "Group", "Slot", "DEFAULT_RESUME_TIMEOUT_S", "DEFAULT_SPIN_US", "library_path",
            "library_version"]
 
 

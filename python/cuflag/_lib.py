@@ -10,6 +10,13 @@ import os
 # Opaque handles: only ever passed back to the library.
 client_p = ctypes.c_void_p
 slot_p = ctypes.c_void_p
+group_p = ctypes.c_void_p
+
+
+class Completion(ctypes.Structure):
+    """struct cuflag_completion: a slot of a group and its new completions."""
+    _fields_ = [("slot", slot_p), ("completions", ctypes.c_uint64)]
+
 
 _PROTOTYPES = {
     "cuflag_connect": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(client_p)]),
@@ -30,6 +37,11 @@ _PROTOTYPES = {
     "cuflag_cuda_launched": (ctypes.c_int, [slot_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]),
     "cuflag_cuda_capturing": (ctypes.c_int, [ctypes.c_void_p]),
     "cuflag_cuda_check": (ctypes.c_int, [slot_p]),
+    "cuflag_group_create": (ctypes.c_int, [client_p, ctypes.POINTER(group_p)]),
+    "cuflag_group_destroy": (None, [group_p]),
+    "cuflag_group_fd": (ctypes.c_int, [group_p]),
+    "cuflag_group_slots_acquire": (ctypes.c_int, [group_p, ctypes.c_uint, ctypes.POINTER(slot_p)]),
+    "cuflag_group_drain": (ctypes.c_int, [group_p, ctypes.POINTER(Completion), ctypes.c_uint]),
     "cuflag_client_fd": (ctypes.c_int, [client_p]),
     "cuflag_reconnect": (ctypes.c_int, [client_p]),
     "cuflag_client_set_resume_timeout": (ctypes.c_int, [client_p, ctypes.c_int]),

@@ -147,58 +147,74 @@ class _Reader:
         self._wake(error)
 
 
-class _Watch(_Reader):
-    """A slot's eventfd. When it is readable the counter is read at once
-    into the slot's tally: the loop's readiness is level-triggered, and an
-    unread counter would wake it again and again. A waiter for a target
-    wakes only once the flag has reached it: many awaits of one slot (one
+class _Landing(_Reader):
+    """An eventfd that signals slots: a slot's own, or its group's. Each
+    waiter waits for a slot's flag to reach a target, or (target None) for
+    a count to hand out. When the fd is readable it is read at once into
+    the slots' tallies: the loop's readiness is level-triggered, and an
+    unread fd would wake it again and again. A waiter for a target wakes
+    only once the flag has reached it: many awaits of one slot (one
     stream's requests) do not all wake at each completion.
 
-    While anyone waits, the slot's last stream is checked for a device
-    fault every _FAULT_PROBE_S; a fault wakes every waiter with EIO.
+    While anyone waits for a slot, the slot's last stream is checked for a
+    device fault every _FAULT_PROBE_S; a fault wakes that slot's waiters
+    with EIO.
     """
 
-    def __init__(self, slot, loop):
-        self.slot = slot
+    def __init__(self, loop, fd):
         self.probe = None
-        super().__init__(loop, slot._fd)
+        super().__init__(loop, fd)
+
+    def _read(self):
+        """Read the fd into the tallies; raise its read error."""
+        raise NotImplementedError
+
+    def _due(self, slot, target):
+        """Whether a waiter for (slot, target None) wakes at this readiness."""
+        raise NotImplementedError
 
     def _readable(self):
         try:
-            self.slot._read_counter()
+            self._read()
         except (OSError, ValueError) as e:
             # The fd is unusable: stop watching rather than fail for ever.
             self.close(e)
             return
-        self._wake_landed()
-
-    def _wake_landed(self):
-        flag = self.slot._flag.value
-        done = [fut for fut, target in self.waiters.items()
-                if target is None or ((flag - target) & _U32) < _HALF]
+        done = [fut for fut, (slot, target) in self.waiters.items()
+                if (self._due(slot, target) if target is None else landed(slot, target))]
         for fut in done:
             del self.waiters[fut]
             if not fut.done():
                 fut.set_result(None)
 
-    def add(self, fut, target=None):
-        super().add(fut, target)
-        if self.probe is None:
+    def add(self, fut, target=None, slot=None):
+        self.waiters[fut] = (slot, target)
+        if self.probe is None and slot is not None:
             self.probe = self.loop.call_later(_FAULT_PROBE_S, self._probe)
+
+    def _fail(self, slots, error):
+        """Wake the waiters of these slots with error."""
+        failed = [fut for fut, (slot, _) in self.waiters.items() if slot in slots]
+        for fut in failed:
+            del self.waiters[fut]
+            if not fut.done():
+                fut.set_exception(error)
 
     def _probe(self):
         self.probe = None
-        if not self.waiters or self.closed:
+        if self.closed:
             return
-        rc = _lib.lib().cuflag_cuda_check(self.slot._ptr)
-        if rc == -errno.EIO:
-            self._wake(OSError(errno.EIO, "a device fault stopped the work awaited"))
-            return
-        self.probe = self.loop.call_later(_FAULT_PROBE_S, self._probe)
+        slots = {slot for slot, _ in self.waiters.values() if slot is not None}
+        faulted = {slot for slot in slots if slot._ptr is not None
+                   and _lib.lib().cuflag_cuda_check(slot._ptr) == -errno.EIO}
+        if faulted:
+            self._fail(faulted, OSError(errno.EIO, "a device fault stopped the work awaited"))
+        if len(faulted) < len(slots):
+            self.probe = self.loop.call_later(_FAULT_PROBE_S, self._probe)
 
-    def _detach(self):
-        if self.slot._watch is self:
-            self.slot._watch = None
+    def drop(self, slot):
+        """The slot is released: its waiters learn it."""
+        self._fail({slot}, ValueError("cuflag slot is released"))
 
     def _unwatch(self):
         if self.probe is not None:
@@ -207,9 +223,58 @@ class _Watch(_Reader):
         if not self.loop.is_closed():
             super()._unwatch()
 
+
+class _Watch(_Landing):
+    """A slot's own eventfd; its counter goes into the slot's tally, and a
+    waiter for a count wakes at every readiness."""
+
+    def __init__(self, slot, loop):
+        self.slot = slot
+        super().__init__(loop, slot._fd)
+
+    def _read(self):
+        self.slot._read_counter()
+
+    def _due(self, slot, target):
+        return True
+
+    def _detach(self):
+        if self.slot._watch is self:
+            self.slot._watch = None
+
     def close(self, error=None):
         """Stop watching; whoever still awaits learns the slot is gone."""
         super().close(error or ValueError("cuflag slot is released"))
+
+
+class _GroupWatch(_Landing):
+    """A group's eventfd; the group is drained into its slots' tallies. A
+    waiter for the group's next count (slot None) wakes at every
+    readiness, one for a slot's count once that slot has one."""
+
+    def __init__(self, group, loop):
+        self.group = group
+        super().__init__(loop, group._fd)
+
+    def _read(self):
+        self.group._fill()
+
+    def _due(self, slot, target):
+        return slot is None or slot._tally > 0
+
+    def _detach(self):
+        if self.group._watch is self:
+            self.group._watch = None
+
+    def _unwatch(self):
+        super()._unwatch()
+        # Counts read and not handed out: a drain outside the loop sees them.
+        if not self.group.closed:
+            self.group._ring_if_pending()
+
+    def close(self, error=None):
+        """Stop watching; whoever still awaits learns the group is gone."""
+        super().close(error or ValueError("cuflag group is closed"))
 
 
 class _Hangup(_Reader):
@@ -367,20 +432,30 @@ def bound_elsewhere(slot, loop):
     return watch is not None and watch.loop is not loop and not watch.loop.is_closed()
 
 
-def _slot_watch(slot, loop, sticky):
-    """The slot's watch in the loop, started on first need. A watch left by
-    a loop that has closed (a sticky one outlives asyncio.run()) is dropped."""
-    watch = slot._watch
+def _watch_of(owner, loop, sticky, make):
+    """owner's watch (a slot's or a group's) in the loop, started on first
+    need. A watch left by a loop that has closed (a sticky one outlives
+    asyncio.run()) is dropped."""
+    watch = owner._watch
     if watch is not None and watch.loop is not loop and watch.loop.is_closed():
         watch.close()
         watch = None
     if watch is None:
-        slot._handle()
-        watch = slot._watch = _Watch(slot, loop)
+        owner._handle()
+        watch = owner._watch = make(owner, loop)
     elif watch.loop is not loop:
-        raise RuntimeError("cuflag slot is awaited in another event loop")
+        raise RuntimeError(f"cuflag {type(owner).__name__.lower()} is awaited in another "
+                           "event loop")
     watch.sticky |= sticky
     return watch
+
+
+def _slot_watch(slot, loop, sticky):
+    """The watch of the slot's eventfd, or of its group's."""
+    if slot._group is not None:
+        slot._handle()
+        return _watch_of(slot._group, loop, sticky, _GroupWatch)
+    return _watch_of(slot, loop, sticky, _Watch)
 
 
 def _hangup_watch(client, loop, sticky):
@@ -396,12 +471,12 @@ def _hangup_watch(client, loop, sticky):
     return watch
 
 
-async def _next_signal(slot, hangup, target=None, sticky=False):
-    """Return once the flag reached target (None: at the eventfd's next
-    readiness), or at the daemon's hang-up."""
-    watch = _slot_watch(slot, hangup.loop, sticky)
+async def _next_signal(watch, hangup, slot=None, target=None):
+    """Return once the slot's flag reached target (None: once the watch has
+    a count for the slot, or for any slot of a group when slot is None), or
+    at the daemon's hang-up."""
     signal = hangup.loop.create_future()
-    watch.add(signal, target)
+    watch.add(signal, target, slot)
     hangup.add(signal)
     try:
         # What lands between the caller's check and the watch's start is
@@ -446,12 +521,12 @@ async def wait(slot, target, spin_us=0, sticky=False):
                 delay = min(delay * 2, _GONE_SLEEP_MAX_S)
             else:
                 delay = _GONE_SLEEP_FIRST_S
-                await _next_signal(slot, hangup, target, sticky)
+                await _next_signal(_slot_watch(slot, loop, sticky), hangup, slot, target)
         finally:
             client._awaiting -= 1
 
 
-async def completions(slot):
+def completions(slot):
     """Slot.completions(): counts as consume() returns them. While the
     daemon is gone it waits for the resume, up to the client's resume
     timeout, then raises ConnectionError(ENOTCONN).
@@ -462,20 +537,37 @@ async def completions(slot):
     daemon is away tries to resume, and that attempt would block the loop
     on a listener that has not answered yet (a socket unit while the daemon
     restarts); the loop's own attempts run in a worker thread."""
-    client = slot._client
+    return _counts(slot._client, slot.consume, slot._take,
+                   lambda loop: _slot_watch(slot, loop, False), slot)
+
+
+def group_completions(group):
+    """Group.__aiter__(): Completion records, one at a time, from what the
+    group's watch drains at each doorbell (and, first, what waits now)."""
+    def first():
+        group._fill()
+        return group._pop()
+
+    return _counts(group._client, first, group._pop,
+                   lambda loop: _watch_of(group, loop, False, _GroupWatch))
+
+
+async def _counts(client, first, take, watch, slot=None):
+    """Yield what first(), then take() hands out (when not empty), waiting
+    on watch(loop) between them, across restarts as completions() says."""
     loop = asyncio.get_running_loop()
     deadline = None  # while the daemon is gone: when to give up
-    n = slot.consume()
+    got = first()
     while True:
-        if n:
-            yield n
-            n = slot._take()
+        if got:
+            yield got
+            got = take()
             continue
         hangup = _hangup_watch(client, loop, False)
         if not hangup.gone:
             deadline = None
-            await _next_signal(slot, hangup)
-            n = slot._take()
+            await _next_signal(watch(loop), hangup, slot)
+            got = take()
             continue
         if hangup.error is not None:
             raise hangup.error
@@ -489,10 +581,10 @@ async def completions(slot):
         try:
             # What the old daemon rang before it went still comes through.
             async with asyncio.timeout(None if deadline == math.inf else left):
-                await _next_signal(slot, hangup)
+                await _next_signal(watch(loop), hangup, slot)
         except TimeoutError:
             pass
-        n = slot._take()
+        got = take()
 
 
 async def reconnect(client, retry_interval, timeout):

@@ -11,6 +11,7 @@ import weakref
 
 from . import _lib
 from . import aio
+from . import group as _group
 from . import stream as _stream
 from .slot import Slot
 
@@ -60,6 +61,24 @@ class _Connection:
     def release(self, slot_ptr):
         if self.ptr is not None:
             _lib.lib().cuflag_slot_release(slot_ptr)
+
+    def destroy_group(self, held):
+        """Release the slots of a group still held (held.slots), then the
+        group (held.ptr): the library wants its slots gone first."""
+        slots, held.slots = held.slots, set()
+        if self.ptr is not None:
+            for ptr in slots:
+                _lib.lib().cuflag_slot_release(ptr)
+            _lib.lib().cuflag_group_destroy(held.ptr)
+        held.ptr = None
+
+    def release_grouped(self, held, slot_ptr):
+        """Release a slot of a group unless the group released it already."""
+        try:
+            held.slots.remove(slot_ptr)
+        except KeyError:
+            return
+        self.release(slot_ptr)
 
     def dup(self):
         """A duplicate of the connection now behind the client's fd."""
@@ -131,6 +150,7 @@ class Client:
         # Slots are freed by the library when the client goes: keep track
         # of them so that none is used after that.
         self._slots = weakref.WeakSet()
+        self._groups = weakref.WeakSet()
         # synchronize(): one slot per stream (and per event loop running at
         # once), kept until the client closes.
         self._streams = {}
@@ -261,6 +281,16 @@ class Client:
         self._slots.update(slots)
         return slots
 
+    def group(self):
+        """A new Group: slots that share one eventfd and one completion
+        ring (see Group). Use it as a context manager, or close() it.
+        Raises OSError: ENOSPC (the client has as many groups as the
+        daemon's --groups-per-client allows), EMFILE, or an error of
+        acquire()."""
+        group = _group.Group(self)
+        self._groups.add(group)
+        return group
+
     def _stream_slot(self, handle, loop=None):
         """The slot that synchronizes the stream: one per stream, made on
         first need; an await from a second loop running at the same time
@@ -340,9 +370,10 @@ class Client:
             await aio.wait(slot, target, spin_us, sticky=True)
 
     def close(self):
-        """Release every slot and hang up. Every Slot of this client is
-        unusable afterwards. Closing twice is harmless."""
+        """Release every slot and group and hang up. Every Slot and Group
+        of this client is unusable afterwards. Closing twice is harmless."""
         self._streams.clear()
+        _group.forget_all(self._groups)
         for slot in list(self._slots):
             slot._forget()
         for watch in list(self._hangup_watches.values()):

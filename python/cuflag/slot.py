@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""One completion timeline: a flag and an eventfd."""
+"""One completion timeline: a flag and an eventfd (or its group's)."""
 
 import ctypes
 import errno
@@ -35,21 +35,31 @@ class Slot:
     a completion is counted once, whichever way it was seen. wait() never
     reads the counter.
 
-    Not safe to use after release() or after its client is closed
-    (ValueError).
+    A slot of a Group (Group.acquire()) has no eventfd of its own: the
+    daemon signals the group's, and ``fd`` raises OSError(EOPNOTSUPP).
+    Everything else works as on any slot; its awaits watch the group's fd.
+
+    Not safe to use after release() or after its client (or its group) is
+    closed (ValueError).
     """
 
-    def __init__(self, client, ptr):
+    def __init__(self, client, ptr, group=None):
         lib = _lib.lib()
         self._client = client  # the connection must outlive the slot
         self._ptr = ptr
-        self._fd = lib.cuflag_slot_fd(ptr)
+        self._group = group
+        self._fd = None if group is not None else lib.cuflag_slot_fd(ptr)
         self._id = lib.cuflag_slot_id(ptr)
         self._flag = ctypes.c_uint32.from_address(lib.cuflag_slot_flag(ptr))
         self._tally = 0
         self._tally_lock = threading.Lock()
         self._watch = None  # the event-loop reader, while something awaits
-        self._finalizer = weakref.finalize(self, client._conn.release, ptr)
+        if group is None:
+            self._finalizer = weakref.finalize(self, client._conn.release, ptr)
+        else:
+            # The group releases whatever it still holds when it goes.
+            self._finalizer = weakref.finalize(self, client._conn.release_grouped,
+                                               group._held, ptr.value)
 
     def _handle(self):
         if self._ptr is None:
@@ -70,9 +80,18 @@ class Slot:
     @property
     def fd(self):
         """The slot's eventfd (non-blocking), to poll for readability. It
-        stays owned by the slot: do not close it."""
+        stays owned by the slot: do not close it. A slot of a group has
+        none: OSError(EOPNOTSUPP) (poll the group's fd)."""
         self._handle()
+        if self._fd is None:
+            raise OSError(errno.EOPNOTSUPP, "a slot of a group has no eventfd of its "
+                          "own: poll the group's fd")
         return self._fd
+
+    @property
+    def group(self):
+        """The Group the slot belongs to, or None."""
+        return self._group
 
     def fileno(self):
         """The eventfd, so that a Slot can go straight into select/selectors."""
@@ -259,7 +278,8 @@ class Slot:
         return aio.completions(self)
 
     def release(self):
-        """Give the slot back to the daemon and close its eventfd. The
+        """Give the slot back to the daemon and close its eventfd (a slot
+        of a group leaves the group; the group's fd stays). The
         daemon reuses it only once every armed value has landed, so a device
         write still in flight cannot reach another owner. Releasing twice is
         harmless."""
@@ -267,8 +287,13 @@ class Slot:
         if ptr is None:
             return
         self._client._slots.discard(self)
+        if self._group is not None:
+            self._group._drop(self)
         self._forget()
-        self._client._conn.release(ptr)
+        if self._group is not None:
+            self._client._conn.release_grouped(self._group._held, ptr.value)
+        else:
+            self._client._conn.release(ptr)
 
     def __enter__(self):
         return self
@@ -279,4 +304,5 @@ class Slot:
     def __repr__(self):
         if self._ptr is None:
             return f"<cuflag.Slot id={self._id} released>"
-        return f"<cuflag.Slot id={self._id} fd={self._fd} flag={self._flag.value}>"
+        where = f"fd={self._fd}" if self._group is None else f"group={self._group._fd}"
+        return f"<cuflag.Slot id={self._id} {where} flag={self._flag.value}>"

@@ -3,6 +3,7 @@
 socket for a test, wait until it accepts a connection, and stop it; or
 start a second one on the socket of a stopped one (a restart)."""
 
+import asyncio
 import ctypes
 import os
 import shutil
@@ -124,3 +125,50 @@ class DaemonTestCase(unittest.TestCase):
         self.addCleanup(lambda: self.assertEqual(open_fds(), fds, "fds leaked"))
         self.client = cuflag.Client(self.daemon.socket)
         self.addCleanup(self.client.close)
+
+
+class RestartTestCase(unittest.TestCase):
+    """A daemon of its own for each test, a client of it, and restart()."""
+
+    AWAY_S = 0.1  # no daemon this long in a restart
+    SETTLE_S = 10
+
+    def setUp(self):
+        fds = open_fds()
+        self.addCleanup(lambda: self.assertEqual(open_fds(), fds, "fds leaked"))
+        self.daemon = Daemon()
+        self.addCleanup(lambda: self.daemon.stop())
+        self.client = cuflag.Client(self.daemon.socket)
+        self.addCleanup(self.client.close)
+
+    def restart(self, how):
+        """Stop the daemon (how: "stop" for SIGTERM, "kill" for SIGKILL)
+        and start the next one on its socket AWAY_S later; returns once that
+        one is ready."""
+        getattr(self.daemon, how)(keep_dir=True)
+        ready = threading.Event()
+
+        def start():
+            self.daemon = Daemon(directory=self.daemon.dir)
+            ready.set()
+
+        self.addCleanup(start_later(self.AWAY_S, start))
+        self.assertTrue(ready.wait(self.SETTLE_S), "the next daemon did not start")
+
+    async def restarts(self, counted, run_s=0.3):
+        """From a running program's loop: restart the daemon with SIGTERM,
+        SIGKILL, SIGTERM, SIGKILL, run_s apart. After each, wait until the
+        client is served by the new daemon and counted() has grown: the
+        program goes on by itself. Returns the epochs seen (5)."""
+        epochs = [self.client.epoch]
+        for how in ("stop", "kill", "stop", "kill"):
+            await asyncio.sleep(run_s)
+            before = counted()
+            self.assertGreater(before, 0)
+            await asyncio.to_thread(self.restart, how)
+            async with asyncio.timeout(self.SETTLE_S):
+                while self.client.epoch == epochs[-1] or counted() <= before:
+                    await asyncio.sleep(0.01)
+            epochs.append(self.client.epoch)
+        await asyncio.sleep(run_s)
+        return epochs

@@ -13,38 +13,15 @@ import threading
 import time
 import unittest
 
-import cuflag
-from daemon import Daemon, open_fds, start_later
+from daemon import RestartTestCase
 
 SLOTS = 8
 ARMING_THREADS = 2
 RUN_S = 0.3  # between restarts
-AWAY_S = 0.1  # no daemon this long
-SETTLE_S = 10
+SETTLE_S = RestartTestCase.SETTLE_S
 
 
-class ResumeSoakTest(unittest.TestCase):
-
-    def setUp(self):
-        fds = open_fds()
-        self.addCleanup(lambda: self.assertEqual(open_fds(), fds, "fds leaked"))
-        self.daemon = Daemon()
-        self.addCleanup(lambda: self.daemon.stop())
-        self.client = cuflag.Client(self.daemon.socket)
-        self.addCleanup(self.client.close)
-
-    def restart(self, how):
-        """Stop the daemon (SIGTERM or SIGKILL) and start the next one on
-        its socket AWAY_S later; returns once that one is ready."""
-        getattr(self.daemon, how)(keep_dir=True)
-        ready = threading.Event()
-
-        def start():
-            self.daemon = Daemon(directory=self.daemon.dir)
-            ready.set()
-
-        self.addCleanup(start_later(AWAY_S, start))
-        self.assertTrue(ready.wait(SETTLE_S), "the next daemon did not start")
+class ResumeSoakTest(RestartTestCase):
 
     def test_restarts(self):
         slots = self.client.acquire_many(SLOTS + 1)
@@ -92,19 +69,8 @@ class ResumeSoakTest(unittest.TestCase):
                        for k in range(ARMING_THREADS)]
             for t in threads:
                 t.start()
-            epochs = [self.client.epoch]
             try:
-                for how in ("stop", "kill", "stop", "kill"):
-                    await asyncio.sleep(RUN_S)
-                    before = sum(counted)
-                    self.assertGreater(before, 0)
-                    await asyncio.to_thread(self.restart, how)
-                    # The program goes on with the new daemon, by itself.
-                    async with asyncio.timeout(SETTLE_S):
-                        while self.client.epoch == epochs[-1] or sum(counted) <= before:
-                            await asyncio.sleep(0.01)
-                    epochs.append(self.client.epoch)
-                await asyncio.sleep(RUN_S)
+                epochs = await self.restarts(lambda: sum(counted), RUN_S)
             finally:
                 stop.set()
                 await asyncio.to_thread(lambda: [t.join() for t in threads])
