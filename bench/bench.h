@@ -26,6 +26,7 @@ struct bench_opts {
 	unsigned streams;      /* K: streams per process (gpu throughput) */
 	uint64_t completions;  /* throughput completions per process */
 	unsigned spin_us;      /* the daemon's --spin-us */
+	const char *scanner_mode; /* the daemon's --scanner-mode, NULL: its default */
 	unsigned idle_ms;      /* how long the idle CPU is measured */
 	const char *daemon;    /* cuflagd to spawn */
 	const char *socket;    /* an already-running daemon, or NULL */
@@ -33,19 +34,27 @@ struct bench_opts {
 	const char *self;      /* argv[0] resolved: workers exec it */
 	int scale;             /* the scale run (cpu mode) */
 	unsigned scale_clients; /* idle fleet / armed run: processes */
+	int paced;             /* the scanner-cost rows (cpu mode) */
 };
 
 /* The scale run's idle fleet: processes x slots each, the daemon's default
  * --slots-per-client; and how many slots the armed run arms at once. */
 #define BENCH_SCALE_SLOTS 1024
 #define BENCH_SCALE_ARMED 10000
+/* The cuflagd-group latency rows: one slot of a group this large is armed. */
+#define BENCH_GROUP_SLOTS 1024
+/* The 10 000-armed throughput rows: processes x slots each (the default
+ * --slots-per-client is 1024), and a bound on the slot ids they count by. */
+#define BENCH_ARMED_PROCS 10
+#define BENCH_ARMED_SLOTS 1000
+#define BENCH_ARMED_ID_MAX (1u << 20)
 /* The spawned daemon's --max-clients: room for the fleet and the bench. */
 #define BENCH_MAX_CLIENTS 256
 #define BENCH_SCALE_MAX_CLIENTS (BENCH_MAX_CLIENTS - 16)
 
-#define BENCH_MAX_LAT 16
-#define BENCH_MAX_TPUT 8
-#define BENCH_MAX_RATIOS 16
+#define BENCH_MAX_LAT 24
+#define BENCH_MAX_TPUT 16
+#define BENCH_MAX_RATIOS 32
 
 /* One latency row: samples in microseconds. */
 struct bench_lat {
@@ -88,6 +97,18 @@ struct bench_scale {
 	char why[200];            /* what went wrong, when not exact */
 };
 
+/* Scanner cost at a paced load (paced.c): one per scanner mode and rate. */
+#define BENCH_PACED_RATES 3
+struct bench_paced {
+	char name[32];            /* scan-MODE-RATEk, also its latency row */
+	const char *mode;         /* "spin" or "adaptive" */
+	unsigned rate;            /* completions per second asked for */
+	double per_s;             /* achieved; < 0: not measured */
+	double pct_core;          /* daemon CPU, % of one core; < 0: not measured */
+	double us_per_completion; /* daemon CPU per completion */
+	struct bench_lat *row;
+};
+
 struct bench_report {
 	const char *mode;
 	const struct bench_opts *opts;
@@ -102,9 +123,14 @@ struct bench_report {
 	double idle_pct;           /* % of one core while clients sit idle */
 	double idle_seconds;
 	unsigned idle_clients;
+	/* Arms per second with the scanner awake: one thread, 8 threads on 8 slots. */
+	double arm_1, arm_8;       /* < 0: not measured */
+	char arm_why[160];
 	struct bench_ratio ratios[BENCH_MAX_RATIOS];
 	size_t nratios;
 	struct bench_scale scale;
+	int have_paced;
+	struct bench_paced paced[2][BENCH_PACED_RATES];
 };
 
 struct bench_daemon;
@@ -180,6 +206,8 @@ struct bench_daemon {
 	char sock[108];
 };
 int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o);
+/* The same with --scanner-mode mode (NULL: none given). */
+int bench_daemon_start_mode(struct bench_daemon *d, const struct bench_opts *o, const char *mode);
 void bench_daemon_stop(struct bench_daemon *d);
 /* CPU time (user+system) of the daemon so far, in ms; < 0 if unreadable. */
 double bench_daemon_cpu_ms(const struct bench_daemon *d);
@@ -202,6 +230,46 @@ int bench_cpu_slot_wakes(struct cuflag_slot *s, struct bench_lat *row, unsigned 
 			 unsigned n);
 int bench_worker_slots(const char *sock, unsigned n, struct cuflag_client **c,
 		       struct cuflag_slot **s, struct bench_worker_result *res);
+/* After the last completion: nothing more may arrive on the slots of ep
+ * (data.u32 indexes s) within 20 ms. 0, -EPROTO, or epoll's error. */
+int bench_no_more(int ep, struct cuflag_slot **s);
+
+/* group.c: a connection with one group of BENCH_GROUP_SLOTS slots. */
+struct cuflag_group;
+struct bench_group_slots;
+int bench_group_open(struct bench_group_slots **out, const char *sock);
+void bench_group_close(struct bench_group_slots *b); /* NULL: nothing */
+struct cuflag_group *bench_group_get(struct bench_group_slots *b);
+/* The one slot of the group that the latency rows arm. */
+struct cuflag_slot *bench_group_slot(struct bench_group_slots *b);
+/* Drain the group after a wake: exactly one record, for s; its count in *n.
+ * 0, -EPROTO (another record or none), or the drain's error. */
+int bench_group_take(struct bench_group_slots *b, struct cuflag_slot *s, uint64_t *n);
+/* Poll and drain g until want completions were counted, calling each(arg,
+ * slot, completions) for every record; 0, each's error, -ETIMEDOUT (nothing
+ * for timeout_ms) or another negative errno. */
+int bench_group_count(struct cuflag_group *g, uint64_t want, int timeout_ms,
+		      int (*each)(void *arg, struct cuflag_slot *s, uint64_t n), void *arg);
+
+/* armed.c: the 10 000-armed throughput row through per-slot eventfds
+ * (group 0) or one group per process (group 1); the RLIMIT_NOFILE it needs
+ * is raised before the daemon is spawned. */
+void bench_armed_nofile(void);
+void bench_armed_tput(const struct bench_opts *o, struct bench_report *r,
+		      const struct bench_daemon *d, int group);
+/* The ratio of row a's daemon CPU per completion to row b's (n/a if missing). */
+void bench_ratio_cpu(struct bench_report *r, const char *name, const char *a, const char *b);
+
+/* The group ratios: latency p50, throughput, daemon CPU per completion. */
+void bench_group_ratios(struct bench_report *r);
+
+/* arm-rate.c: fill arm_1 and arm_8 (or arm_why) against the daemon at sock. */
+void bench_arm_cost(struct bench_report *r, const char *sock);
+
+/* paced.c: the scanner-cost rows (cpu mode), against a daemon of each
+ * --scanner-mode spawned for them; 0 or -1. */
+int bench_paced_run(const struct bench_opts *o, struct bench_report *r);
+void bench_paced_ratios(struct bench_report *r);
 
 /* cpu.c, gpu.c: the two modes; return an exit status. */
 int bench_cpu_run(const struct bench_opts *o, struct bench_report *r);

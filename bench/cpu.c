@@ -5,6 +5,8 @@
  *   eventfd-direct  the storing thread also writes an eventfd (the floor)
  *   inproc-scanner  a scanner thread in this process (the seed's design)
  *   cuflagd         the real daemon, a separate process, scanning our region
+ *   cuflagd-group   the same, one slot of a group of BENCH_GROUP_SLOTS armed, the
+ *                   waiter polling the group's fd and draining its ring
  * and, to show what crossing a process boundary costs here, handoff-thread and
  * handoff-process (handoff.c).
  * All use the same two threads of this process and the same clock: the
@@ -33,9 +35,10 @@
 #define WAKE_TIMEOUT_MS 5000
 #define BLOCK 50 /* samples per turn */
 
-enum mech_kind { M_DIRECT, M_INPROC, M_CUFLAGD, M_HO_THREAD, M_HO_PROCESS, M_COUNT };
+enum mech_kind { M_DIRECT, M_INPROC, M_CUFLAGD, M_GROUP, M_HO_THREAD, M_HO_PROCESS, M_COUNT };
 static const char *const mech_names[M_COUNT] = { "eventfd-direct", "inproc-scanner", "cuflagd",
-						 "handoff-thread", "handoff-process" };
+						 "cuflagd-group", "handoff-thread",
+						 "handoff-process" };
 
 struct mech {
 	enum mech_kind kind;
@@ -44,6 +47,7 @@ struct mech {
 	uint32_t local_flag;     /* the flag, for the two in-process mechanisms */
 	uint32_t next;           /* next target (in-process mechanisms) */
 	cuflag_slot *slot;
+	struct bench_group_slots *grp; /* cuflagd-group: the group it belongs to */
 	struct inproc_scanner *sc;
 	struct handoff *ho;
 	struct bench_lat *row;
@@ -122,6 +126,7 @@ static int mech_arm(struct mech *m, uint32_t *t)
 {
 	switch (m->kind) {
 	case M_CUFLAGD:
+	case M_GROUP:
 		return cuflag_slot_arm(m->slot, t);
 	case M_INPROC:
 		*t = ++m->next;
@@ -142,6 +147,8 @@ static int mech_consume(struct mech *m, uint64_t *n)
 {
 	if (m->kind == M_CUFLAGD)
 		return cuflag_slot_consume(m->slot, n);
+	if (m->kind == M_GROUP)
+		return bench_group_take(m->grp, m->slot, n);
 	if (read(m->fd, n, sizeof(*n)) != sizeof(*n))
 		return -errno;
 	return 0;
@@ -324,6 +331,15 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 		m[M_CUFLAGD].fd = cuflag_slot_fd(m[M_CUFLAGD].slot);
 		m[M_CUFLAGD].flag = cuflag_slot_flag(m[M_CUFLAGD].slot);
 	}
+	rc = bench_group_open(&m[M_GROUP].grp, sock);
+	if (rc) {
+		bench_lat_fail(m[M_GROUP].row, "cannot get a group of %d slots from %s: %s",
+			       BENCH_GROUP_SLOTS, sock, strerror(-rc));
+	} else {
+		m[M_GROUP].slot = bench_group_slot(m[M_GROUP].grp);
+		m[M_GROUP].fd = cuflag_group_fd(bench_group_get(m[M_GROUP].grp));
+		m[M_GROUP].flag = cuflag_slot_flag(m[M_GROUP].slot);
+	}
 	if (storer_start(&st))
 		return -1;
 	/*
@@ -360,6 +376,7 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 	handoff_stop(m[M_HO_PROCESS].ho);
 	cuflag_slot_release(m[M_CUFLAGD].slot);
 	cuflag_disconnect(c);
+	bench_group_close(m[M_GROUP].grp);
 	close(direct_efd);
 	close(inproc_efd);
 	/* A machine without two CPUs to pin to has no handoff rows; not a failure. */
@@ -445,6 +462,26 @@ int bench_worker_slots(const char *sock, unsigned n, struct cuflag_client **c,
 	return ep;
 }
 
+int bench_no_more(int ep, struct cuflag_slot **s)
+{
+	uint64_t end = cuflag_now_ns() + 20000000u, now;
+	struct epoll_event ev[64];
+
+	while ((now = cuflag_now_ns()) < end) {
+		int k = epoll_wait(ep, ev, 64, (int)((end - now) / 1000000u) + 1);
+		if (k < 0 && errno != EINTR)
+			return -errno;
+		for (int j = 0; j < k; j++) {
+			uint64_t n;
+			/* A doorbell that rang after its completion was counted
+			 * from the record reads -EAGAIN here: not one more. */
+			if (cuflag_slot_consume(s[ev[j].data.u32], &n) == 0)
+				return -EPROTO;
+		}
+	}
+	return 0;
+}
+
 /* One process: arm, store at once (the device is as fast as can be), count
  * what the eventfds say until every slot has its exact quota. */
 static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
@@ -522,17 +559,8 @@ static void tput_child(const struct tput_args *a, int ready_fd, int go_fd,
 			bench_worker_fail(res, -EPROTO, "a slot's count differs from its quota");
 			goto out;
 		}
-	/* A doorbell may still ring for completions already counted (the
-	 * daemon records before it rings): it must bring nothing new. */
-	int late = epoll_wait(ep, ev, 64, 20);
-	for (int k = 0; k < late; k++) {
-		uint64_t got;
-		if (cuflag_slot_consume(s[ev[k].data.u32], &got) != -EAGAIN) {
-			bench_worker_fail(res, -EPROTO,
-					  "completions signalled past the last one armed");
-			goto out;
-		}
-	}
+	if (bench_no_more(ep, s))
+		bench_worker_fail(res, -EPROTO, "completions signalled past the last one armed");
 out:
 	safe_close(ep);
 	if (s && c)
@@ -579,6 +607,7 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 	int failed = 0;
 
 	/* Before the daemon exists: it inherits the raised RLIMIT_NOFILE. */
+	bench_armed_nofile();
 	if (o->scale)
 		bench_scale_plan(o, &r->scale);
 	if (bench_daemon_start(&d, o))
@@ -589,14 +618,20 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 			d.spawned ? "" : " (not ours)");
 	if (latency(o, r, d.sock))
 		failed = 1;
+	bench_arm_cost(r, d.sock);
+	failed |= r->arm_8 < 0;
 	throughput(o, r, &d);
-	if (r->ntput && r->tput[0].failed)
-		failed = 1;
+	bench_armed_tput(o, r, &d, 0);
+	bench_armed_tput(o, r, &d, 1);
+	for (size_t i = 0; i < r->ntput; i++)
+		failed |= r->tput[i].failed;
 	if (r->have_daemon_cpu)
 		bench_idle_cpu(o, r, &d);
 	if (o->scale && bench_scale_run(o, r, &d))
 		failed = 1;
 	bench_daemon_stop(&d);
+	if (o->paced && bench_paced_run(o, r))
+		failed = 1;
 
 	bench_ratio_lat(r, "cuflagd_p50/eventfd-direct_p50", "cuflagd", "eventfd-direct", 0);
 	bench_ratio_lat(r, "cuflagd_p50/inproc-scanner_p50", "cuflagd", "inproc-scanner", 0);
@@ -605,7 +640,10 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 	bench_ratio_lat(r, "handoff-process_p50/handoff-thread_p50", "handoff-process",
 			"handoff-thread", 0);
 	bench_ratio_lat(r, "cuflagd_p50/handoff-process_p50", "cuflagd", "handoff-process", 0);
+	bench_group_ratios(r);
 	if (r->scale.ran)
 		bench_ratio_lat(r, r->scale.ratio, r->scale.row, "scale-1x1", 0);
+	if (r->have_paced)
+		bench_paced_ratios(r);
 	return failed;
 }

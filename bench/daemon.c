@@ -55,6 +55,11 @@ const char *bench_find_daemon(const char *self)
 
 int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o)
 {
+	return bench_daemon_start_mode(d, o, o->scanner_mode);
+}
+
+int bench_daemon_start_mode(struct bench_daemon *d, const struct bench_opts *o, const char *mode)
+{
 	char spin[32], maxc[16];
 	pid_t peer = 0;
 	int st, rc;
@@ -79,8 +84,13 @@ int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o)
 	snprintf(spin, sizeof(spin), "%u", o->spin_us);
 	snprintf(maxc, sizeof(maxc), "%u", BENCH_MAX_CLIENTS);
 	/* --max-clients explicit: the scale run connects up to 240 processes at once. */
+	/* The largest write budget: the 10 000-slot rows make costly eventfd
+	 * writes (10 processes x 1000 eventfds in epoll sets) on purpose, and on
+	 * a busy machine the default budget would drop them as an attack. */
 	const char *argv[] = { o->daemon, "--socket", d->sock, "--spin-us", spin,
-			       "--max-clients", maxc, "--log-level", "warning", NULL };
+			       "--max-clients", maxc, "--log-level", "warning",
+			       "--write-budget-us", "10000000",
+			       mode ? "--scanner-mode" : NULL, mode, NULL };
 	/* Ready when it accepts a connection; give up if it dies or after 10 s. */
 	rc = cuflag_daemon_spawn(argv, d->sock, -1, 10000, &d->pid, &st);
 	if (rc == 0) {

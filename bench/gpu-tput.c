@@ -32,10 +32,14 @@
 #define RESULT_FD 5
 #define STALL_MS 10000
 
-static const char *const tput_names[] = { "flag-ceiling", "hostfunc", "cuflagd" };
+/* The two armed rows: BENCH_ARMED_PROCS workers x BENCH_ARMED_SLOTS slots,
+ * signalled in turn on the worker's K streams with nothing else on them,
+ * counted through per-slot eventfds or through one group per worker. */
+static const char *const tput_names[] = { "flag-ceiling", "hostfunc", "cuflagd",
+					  "cuflagd-10000", "cuflagd-group-10000" };
 static const char *const tput_bare_names[] = { "flag-ceiling-bare", "hostfunc-bare",
 					       "cuflagd-bare" };
-enum { T_CEILING, T_HOSTFN, T_CUFLAGD, T_COUNT };
+enum { T_CEILING, T_HOSTFN, T_CUFLAGD, T_ARMED, T_ARMED_GROUP, T_COUNT };
 
 /* ---- the worker ---- */
 
@@ -45,6 +49,8 @@ struct consumer {
 	unsigned K;
 	int *fds;
 	cuflag_slot **slots;    /* cuflagd: consume through the library */
+	cuflag_group *group;    /* the group row: drain this instead */
+	uint64_t *by_id;        /* the group row: completions by slot id */
 	uint64_t per_stream;
 	uint64_t done;
 	uint64_t t_end;
@@ -52,13 +58,49 @@ struct consumer {
 	char why[160];
 };
 
+/* A group's record: at most per_stream completions for each slot. */
+static int group_one(void *arg, cuflag_slot *s, uint64_t n)
+{
+	struct consumer *c = arg;
+	int id = cuflag_slot_id(s);
+
+	if (id < 0 || (unsigned)id >= BENCH_ARMED_ID_MAX || (c->by_id[id] += n) > c->per_stream)
+		return -EPROTO;
+	c->done += n;
+	return 0;
+}
+
+static void *group_consume(struct consumer *c)
+{
+	int rc;
+
+	c->by_id = calloc(BENCH_ARMED_ID_MAX, sizeof(*c->by_id));
+	if (!c->by_id) {
+		c->rc = -ENOMEM;
+		snprintf(c->why, sizeof(c->why), "out of memory");
+		return NULL;
+	}
+	rc = bench_group_count(c->group, c->per_stream * c->K, STALL_MS, group_one, c);
+	free(c->by_id);
+	if (rc) {
+		c->rc = rc;
+		snprintf(c->why, sizeof(c->why), "group: %s (%llu of %llu counted)", strerror(-rc),
+			 (unsigned long long)c->done, (unsigned long long)(c->per_stream * c->K));
+		return NULL;
+	}
+	c->t_end = cuflag_now_ns();
+	return NULL;
+}
+
 static void *consumer_main(void *arg)
 {
 	struct consumer *c = arg;
-	uint64_t *got = calloc(c->K, sizeof(*got));
-	uint64_t want = c->per_stream * c->K;
+	uint64_t *got, want = c->per_stream * c->K;
 	struct epoll_event ev[64];
 
+	if (c->group)
+		return group_consume(c);
+	got = calloc(c->K, sizeof(*got));
 	if (!got) {
 		c->rc = -ENOMEM;
 		snprintf(c->why, sizeof(c->why), "out of memory");
@@ -134,17 +176,49 @@ static void wfail(struct bench_worker_result *res, const char *what, const char 
 		}                                                                          \
 	} while (0)
 
+/* The cuflagd rows' slots: ns of them, in a group for the group row, and
+ * what the consumer counts them through. 0, or -1 with res filled. */
+static int worker_slots(int mech, const char *sock, unsigned ns, cuflag_client **client,
+			cuflag_group **g, cuflag_slot **slots, struct consumer *con,
+			struct bench_worker_result *res)
+{
+	int rc = cuflag_connect(sock, client);
+
+	if (!rc && mech == T_ARMED_GROUP)
+		rc = cuflag_group_create(*client, g);
+	if (!rc)
+		rc = *g ? cuflag_group_slots_acquire(*g, ns, slots)
+			: cuflag_slots_acquire(*client, ns, slots);
+	if (rc) {
+		wfail(res, "connect / acquire slots", strerror(-rc));
+		return -1;
+	}
+	con->slots = slots;
+	con->group = *g;
+	for (unsigned k = 0; !*g && k < ns; k++) {
+		struct epoll_event e = { .events = EPOLLIN, .data.u32 = k };
+		if (epoll_ctl(con->ep, EPOLL_CTL_ADD, cuflag_slot_fd(slots[k]), &e) < 0) {
+			wfail(res, "epoll_ctl", strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static void worker(int mech, int kernels, unsigned K, uint64_t per_stream, const char *sock,
 		   struct bench_worker_result *res)
 {
+	/* Completions go to ns slots (or eventfds, or flags) in turn, slot k on stream k % K. */
+	unsigned ns = mech >= T_ARMED ? BENCH_ARMED_SLOTS : K;
 	struct gpu_dev dev = { 0 };
 	CUstream *st = calloc(K, sizeof(*st));
 	int *fds = calloc(K, sizeof(*fds));
-	cuflag_slot **slots = calloc(K, sizeof(*slots));
+	cuflag_slot **slots = calloc(ns, sizeof(*slots));
 	cuflag_client *client = NULL;
+	cuflag_group *group = NULL;
 	volatile uint32_t *flags = NULL;
 	CUdeviceptr flags_dptr = 0;
-	struct consumer con = { .ep = -1, .K = K, .per_stream = per_stream };
+	struct consumer con = { .ep = -1, .K = ns, .per_stream = per_stream };
 	int con_started = 0, rc;
 	char byte = 'r';
 
@@ -179,22 +253,8 @@ static void worker(int mech, int kernels, unsigned K, uint64_t per_stream, const
 				goto out;
 			}
 		}
-	} else {
-		rc = cuflag_connect(sock, &client);
-		if (!rc)
-			rc = cuflag_slots_acquire(client, K, slots);
-		if (rc) {
-			wfail(res, "connect / acquire slots", strerror(-rc));
-			goto out;
-		}
-		con.slots = slots;
-		for (unsigned k = 0; k < K; k++) {
-			struct epoll_event e = { .events = EPOLLIN, .data.u32 = k };
-			if (epoll_ctl(con.ep, EPOLL_CTL_ADD, cuflag_slot_fd(slots[k]), &e) < 0) {
-				wfail(res, "epoll_ctl", strerror(errno));
-				goto out;
-			}
-		}
+	} else if (worker_slots(mech, sock, ns, &client, &group, slots, &con, res)) {
+		goto out;
 	}
 	/* Warm up: one kernel on every stream, so the first launch is not timed. */
 	for (unsigned k = 0; k < K; k++)
@@ -215,7 +275,7 @@ static void worker(int mech, int kernels, unsigned K, uint64_t per_stream, const
 		con_started = 1;
 	}
 	for (uint64_t i = 1; i <= per_stream; i++) {
-		for (unsigned k = 0; k < K; k++) {
+		for (unsigned k = 0; k < ns; k++) {
 			uint32_t t;
 			if (kernels)
 				W_TRY(cu.cuLaunchKernel(dev.noop, 1, 1, 1, 1, 1, 1, 0, st[k], NULL,
@@ -225,7 +285,7 @@ static void worker(int mech, int kernels, unsigned K, uint64_t per_stream, const
 			} else if (mech == T_HOSTFN) {
 				W_TRY(cu.cuLaunchHostFunc(st[k], hostfn_count, &fds[k]));
 			} else {
-				rc = cuflag_cuda_signal(slots[k], st[k], &t);
+				rc = cuflag_cuda_signal(slots[k], st[k % K], &t);
 				if (rc) {
 					wfail(res, "cuflag_cuda_signal", strerror(-rc));
 					goto out;
@@ -267,8 +327,9 @@ out:
 	for (unsigned k = 0; st && k < K; k++)
 		if (st[k])
 			cu.cuStreamDestroy(st[k]);
-	for (unsigned k = 0; slots && k < K; k++)
+	for (unsigned k = 0; slots && k < ns; k++)
 		cuflag_slot_release(slots[k]);
+	cuflag_group_destroy(group);
 	cuflag_disconnect(client);
 	for (unsigned k = 0; fds && k < K; k++)
 		safe_close(fds[k]);
@@ -321,22 +382,27 @@ static void spawn_worker(unsigned i, int ready_fd, int go_fd, int result_fd, voi
 static void run_mech(const struct bench_opts *o, struct bench_report *r,
 		     const struct bench_daemon *d, int mech, int kernels)
 {
-	struct bench_tput *t = bench_tput_add(r, (kernels ? tput_names : tput_bare_names)[mech]);
-	unsigned K = o->streams;
-	uint64_t per_stream = (o->completions + K - 1) / K;
-	char mech_s[8], k_s[16], n_s[32];
+	int armed = mech >= T_ARMED;
+	struct bench_tput *t =
+		bench_tput_add(r, (kernels || armed ? tput_names : tput_bare_names)[mech]);
+	unsigned K = o->streams, P = armed ? BENCH_ARMED_PROCS : o->clients;
+	unsigned ns = armed ? BENCH_ARMED_SLOTS : K;
+	/* Per slot (or stream): about --completions per process in all. */
+	uint64_t per_stream = (o->completions + ns - 1) / ns;
+	char mech_s[16], k_s[16], n_s[32];
 	const char *argv[] = { o->self, "--gpu-worker", mech_s, kernels ? "1" : "0", k_s, n_s,
 			       d->sock, NULL };
 	struct spawn_args a = { argv };
 	double cpu_ms;
 
-	t->per_proc = K;
+	t->per_proc = ns;
 	snprintf(mech_s, sizeof(mech_s), "%d", mech);
 	snprintf(k_s, sizeof(k_s), "%u", K);
 	snprintf(n_s, sizeof(n_s), "%llu", (unsigned long long)per_stream);
 	/* CUDA start-up takes a while: a minute to get ready, two to run. */
-	cpu_ms = bench_fleet_run(t, d, o->clients, spawn_worker, &a, per_stream * K * o->clients,
-				 60, 120);
+	cpu_ms = bench_fleet_run(t, d, P, spawn_worker, &a, per_stream * ns * P, 60, 120);
+	if (armed && !t->failed && cpu_ms >= 0)
+		t->daemon_cpu_ms = cpu_ms;
 	/* The daemon's CPU per completion is read from the run with kernels. */
 	if (mech == T_CUFLAGD && kernels && !t->failed && cpu_ms >= 0) {
 		t->daemon_cpu_ms = cpu_ms;
@@ -349,6 +415,9 @@ void gpu_throughput(const struct bench_opts *o, struct bench_report *r,
 		    const struct bench_daemon *d)
 {
 	for (int kernels = 1; kernels >= 0; kernels--)
-		for (int m = 0; m < T_COUNT; m++)
+		for (int m = 0; m < T_ARMED; m++)
 			run_mech(o, r, d, m, kernels);
+	/* Nothing but completions on the streams: the scanner's share shows. */
+	run_mech(o, r, d, T_ARMED, 0);
+	run_mech(o, r, d, T_ARMED_GROUP, 0);
 }

@@ -14,6 +14,8 @@
  *   inproc-scanner  flag write + a scanner thread in this process
  *   cuflagd         cuflag_cuda_signal + poll on the slot's eventfd
  *   cuflagd-spin    cuflag_cuda_signal + cuflag_slot_wait_spin (20 us)
+ *   cuflagd-group   cuflag_cuda_signal on one slot of a group of 1024 + poll on
+ *                   the group's fd
  * Every wait is bounded; the gate kernel gives up by itself after 10 s.
  */
 #include <dlfcn.h>
@@ -39,10 +41,13 @@
 #define BLOCK 50 /* samples per turn */
 #define SPIN_US 20
 
-enum gmech { G_SPIN, G_HOSTFN, G_EVBLOCK, G_EVSPIN, G_INPROC, G_CUFLAGD, G_CUFLAGD_SPIN, G_COUNT };
+enum gmech {
+	G_SPIN, G_HOSTFN, G_EVBLOCK, G_EVSPIN, G_INPROC, G_CUFLAGD, G_CUFLAGD_SPIN, G_GROUP,
+	G_COUNT
+};
 static const char *const gmech_names[G_COUNT] = {
 	"spin-floor", "hostfunc", "event-blocking", "event-spin",
-	"inproc-scanner", "cuflagd", "cuflagd-spin",
+	"inproc-scanner", "cuflagd", "cuflagd-spin", "cuflagd-group",
 };
 
 struct gmech_state {
@@ -53,7 +58,8 @@ struct gmech_state {
 	CUdeviceptr flag_dptr;
 	uint32_t next;
 	CUevent ev;
-	cuflag_slot *slot;        /* cuflagd, cuflagd-spin */
+	cuflag_slot *slot;        /* cuflagd, cuflagd-spin, cuflagd-group */
+	struct bench_group_slots *grp; /* cuflagd-group */
 	struct inproc_scanner *sc;
 };
 
@@ -151,6 +157,7 @@ static int gm_enqueue(struct gmech_state *m, CUstream s, uint32_t *want)
 		break;
 	case G_CUFLAGD:
 	case G_CUFLAGD_SPIN:
+	case G_GROUP:
 		rc = cuflag_cuda_signal(m->slot, s, want);
 		if (rc) {
 			bench_lat_fail(m->row, "cuflag_cuda_signal: %s%s", strerror(-rc),
@@ -199,6 +206,8 @@ static int gm_wait(struct gmech_state *m, uint32_t want)
 		break;
 	case G_CUFLAGD:
 		return poll_fd(m, cuflag_slot_fd(m->slot));
+	case G_GROUP:
+		return poll_fd(m, cuflag_group_fd(bench_group_get(m->grp)));
 	case G_CUFLAGD_SPIN:
 		rc = cuflag_slot_wait_spin(m->slot, want, SPIN_US, WAIT_TIMEOUT_MS);
 		if (rc) {
@@ -235,6 +244,14 @@ static int gm_after(struct gmech_state *m)
 		return 0;
 	case G_CUFLAGD:
 		rc = cuflag_slot_consume(m->slot, &n);
+		if (rc || n != 1) {
+			bench_lat_fail(m->row, "the wake carried %llu completions (rc %d), not 1",
+				       (unsigned long long)n, rc);
+			return -1;
+		}
+		return 0;
+	case G_GROUP:
+		rc = bench_group_take(m->grp, m->slot, &n);
 		if (rc || n != 1) {
 			bench_lat_fail(m->row, "the wake carried %llu completions (rc %d), not 1",
 				       (unsigned long long)n, rc);
@@ -360,6 +377,12 @@ static int lat_setup(struct gpu_lat *L, const struct bench_opts *o, struct bench
 		bench_lat_fail(L->m[G_CUFLAGD_SPIN].row, "no slot from %s: %s", sock,
 			       strerror(-rc));
 	}
+	rc = bench_group_open(&L->m[G_GROUP].grp, sock);
+	if (rc)
+		bench_lat_fail(L->m[G_GROUP].row, "no group of %d slots from %s: %s",
+			       BENCH_GROUP_SLOTS, sock, strerror(-rc));
+	else
+		L->m[G_GROUP].slot = bench_group_slot(L->m[G_GROUP].grp);
 	L->op.gate = &L->host[0];
 	L->op.rng = cuflag_now_ns() | 1;
 	rc = pthread_create(&L->op.thread, NULL, opener_main, &L->op);
@@ -391,8 +414,10 @@ static void lat_teardown(struct gpu_lat *L)
 		if (L->m[k].ev)
 			cu.cuEventDestroy(L->m[k].ev);
 		safe_close(L->m[k].efd);
-		cuflag_slot_release(L->m[k].slot);
+		if (k != G_GROUP) /* the group's slots go with it */
+			cuflag_slot_release(L->m[k].slot);
 	}
+	bench_group_close(L->m[G_GROUP].grp);
 	cuflag_disconnect(L->client);
 	if (L->host)
 		cu.cuMemFreeHost((void *)L->host);
@@ -444,6 +469,7 @@ int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 	if (!o->json)
 		fprintf(stderr, "cuflag-bench: %s, driver API %d.%d\n", L.dev.name, ver / 1000,
 			(ver % 1000) / 10);
+	bench_armed_nofile(); /* before the daemon: it inherits the limit */
 	if (bench_daemon_start(&d, o)) {
 		gpu_dev_close(&L.dev);
 		return 1;
@@ -451,6 +477,8 @@ int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 	r->daemon_pid = d.pid;
 	if (gpu_latency(o, r, &L, d.sock))
 		failed = 1;
+	bench_arm_cost(r, d.sock);
+	failed |= r->arm_8 < 0;
 	gpu_dev_close(&L.dev);
 	gpu_throughput(o, r, &d);
 	for (size_t i = 0; i < r->ntput; i++)
@@ -470,5 +498,6 @@ int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 			 "hostfunc-bare");
 	bench_ratio_tput(r, "throughput_cuflagd-bare/ceiling-bare", "cuflagd-bare",
 			 "flag-ceiling-bare");
+	bench_group_ratios(r);
 	return failed;
 }

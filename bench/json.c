@@ -59,6 +59,10 @@ static void put_tput(const struct bench_tput *t, const char *unit)
 	put_num(t->failed ? -1 : t->per_s);
 	fputs(", \"daemon_cpu_ms\": ", stdout);
 	put_num(t->daemon_cpu_ms);
+	fputs(", \"daemon_us_per_completion\": ", stdout);
+	put_num(t->failed || t->daemon_cpu_ms < 0 || !t->completions
+			? -1
+			: t->daemon_cpu_ms * 1000.0 / (double)t->completions);
 	if (t->failed) {
 		fputs(", \"error\": ", stdout);
 		put_str(t->why);
@@ -133,8 +137,34 @@ void bench_print_json(const struct bench_report *cr)
 	fputs(", \"idle_seconds\": ", stdout);
 	put_num(r->have_daemon_cpu ? r->idle_seconds : -1);
 	printf(", \"idle_clients\": %u}", r->idle_clients);
+	fputs(", \"arm\": {\"per_s_1_thread\": ", stdout);
+	put_num(r->arm_1);
+	fputs(", \"per_s_8_threads\": ", stdout);
+	put_num(r->arm_8);
+	if (r->arm_8 < 0) {
+		fputs(", \"error\": ", stdout);
+		put_str(r->arm_why);
+	}
+	putchar('}');
 	fputs(", \"scale\": ", stdout);
 	put_scale(&r->scale);
+	fputs(", \"scanner_cost\": [", stdout);
+	for (int m = 0; r->have_paced && m < 2; m++)
+		for (int k = 0; k < BENCH_PACED_RATES; k++) {
+			const struct bench_paced *p = &r->paced[m][k];
+			fputs(m || k ? ", {\"name\": " : "{\"name\": ", stdout);
+			put_str(p->name);
+			fputs(", \"mode\": ", stdout);
+			put_str(p->mode);
+			printf(", \"rate\": %u, \"per_s\": ", p->rate);
+			put_num(p->per_s);
+			fputs(", \"daemon_pct_core\": ", stdout);
+			put_num(p->per_s < 0 ? -1 : p->pct_core);
+			fputs(", \"daemon_us_per_completion\": ", stdout);
+			put_num(p->per_s < 0 ? -1 : p->us_per_completion);
+			putchar('}');
+		}
+	putchar(']');
 	fputs(", \"ratios\": {", stdout);
 	for (size_t i = 0; i < r->nratios; i++) {
 		if (i)

@@ -30,6 +30,7 @@ static void usage(FILE *f)
 		"  --completions N      throughput completions per process and mechanism\n"
 		"                       (default 100 x iterations)\n"
 		"  --spin-us N          the spawned cuflagd's --spin-us (default 50)\n"
+		"  --scanner-mode M     the spawned cuflagd's --scanner-mode (default: its own)\n"
 		"  --idle-ms N          how long the idle daemon CPU is measured (default 2000)\n"
 		"  --daemon PATH        cuflagd to spawn (default: $CUFLAGD, else next to this\n"
 		"                       program, else on PATH)\n"
@@ -39,6 +40,9 @@ static void usage(FILE *f)
 		"                       connected, and ~10000 slots armed at once (default on\n"
 		"                       unless --iterations is below 100)\n"
 		"  --scale-clients P    processes of the scale run (default 64)\n"
+		"  --paced, --no-paced  cpu mode: the scanner's cost at 1k, 10k, 100k paced\n"
+		"                       completions/s, a daemon per --scanner-mode (default on\n"
+		"                       unless --iterations is below 100)\n"
 		"  -h, --help           this text\n\n"
 		"Exit status: 0 all measured, 1 something failed, 2 bad usage, 77 the mode\n"
 		"cannot run here (no GPU, or built without CUDA).\n");
@@ -75,7 +79,8 @@ static const char *self_path(const char *argv0)
 int main(int argc, char **argv)
 {
 	enum { O_MODE = 256, O_JSON, O_ITER, O_WARM, O_CLIENTS, O_SLOTS, O_STREAMS, O_COMPL,
-	       O_SPIN, O_IDLE, O_DAEMON, O_SOCKET, O_DUMP, O_SCALE, O_NO_SCALE, O_SCALE_CLIENTS };
+	       O_SPIN, O_IDLE, O_DAEMON, O_SOCKET, O_DUMP, O_SCALE, O_NO_SCALE, O_SCALE_CLIENTS,
+	       O_SCANNER, O_PACED, O_NO_PACED };
 	static const struct option opts[] = {
 		{ "mode", required_argument, NULL, O_MODE },
 		{ "json", no_argument, NULL, O_JSON },
@@ -87,6 +92,9 @@ int main(int argc, char **argv)
 		{ "completions", required_argument, NULL, O_COMPL },
 		{ "spin-us", required_argument, NULL, O_SPIN },
 		{ "idle-ms", required_argument, NULL, O_IDLE },
+		{ "scanner-mode", required_argument, NULL, O_SCANNER },
+		{ "paced", no_argument, NULL, O_PACED },
+		{ "no-paced", no_argument, NULL, O_NO_PACED },
 		{ "daemon", required_argument, NULL, O_DAEMON },
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "dump-samples", required_argument, NULL, O_DUMP },
@@ -99,6 +107,7 @@ int main(int argc, char **argv)
 	struct bench_opts o = {
 		.mode = "cpu", .iterations = 2000, .clients = 2, .slots = 16, .streams = 4,
 		.spin_us = 50, .idle_ms = 2000, .scale = -1, .scale_clients = 64,
+		.paced = -1,
 	};
 	static struct bench_report r;
 	unsigned long long v;
@@ -161,6 +170,18 @@ int main(int argc, char **argv)
 				return 2;
 			o.idle_ms = (unsigned)v;
 			break;
+		case O_PACED:
+		case O_NO_PACED:
+			o.paced = c == O_PACED;
+			break;
+		case O_SCANNER:
+			if (strcmp(optarg, "spin") && strcmp(optarg, "adaptive")) {
+				fprintf(stderr, "cuflag-bench: --scanner-mode: '%s' is not spin or "
+						"adaptive\n", optarg);
+				return 2;
+			}
+			o.scanner_mode = optarg;
+			break;
 		case O_DAEMON:
 			o.daemon = optarg;
 			break;
@@ -198,6 +219,12 @@ int main(int argc, char **argv)
 	/* The scale run takes a few seconds: on by default, but not in a tiny run. */
 	if (o.scale < 0)
 		o.scale = o.mode[0] == 'c' && o.iterations >= 100;
+	if (o.paced > 0 && o.mode[0] == 'g') {
+		fprintf(stderr, "cuflag-bench: --paced: cpu mode only\n");
+		return 2;
+	}
+	if (o.paced < 0)
+		o.paced = o.mode[0] == 'c' && o.iterations >= 100;
 	if (!warm_set)
 		o.warmup = o.iterations / 20 < 100 ? o.iterations / 20 : 100;
 	if (!o.completions)

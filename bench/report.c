@@ -22,6 +22,26 @@ static void print_scale(const struct bench_scale *s)
 		       s->why[0] ? s->why : "no run");
 }
 
+static void print_paced(const struct bench_report *r)
+{
+	printf("\nScanner cost (paced completions, a daemon per --scanner-mode)\n");
+	printf("  %-20s %10s %10s %12s %12s\n", "run", "asked/s", "done/s", "% of a core",
+	       "us/compl");
+	for (int m = 0; m < 2; m++)
+		for (int k = 0; k < BENCH_PACED_RATES; k++) {
+			const struct bench_paced *p = &r->paced[m][k];
+			if (p->per_s < 0) {
+				printf("  %-20s  not measured: %s\n", p->name, p->row->why);
+				continue;
+			}
+			printf("  %-20s %10u %10.0f ", p->name, p->rate, p->per_s);
+			if (p->pct_core >= 0)
+				printf("%12.1f %12.3f\n", p->pct_core, p->us_per_completion);
+			else
+				printf("%12s %12s\n", "-", "-");
+		}
+}
+
 void bench_print_text(const struct bench_report *cr)
 {
 	/* Percentiles sort the samples in place. */
@@ -45,21 +65,22 @@ void bench_print_text(const struct bench_report *cr)
 	}
 	if (r->ntput) {
 		printf("\nThroughput\n");
-		printf("  %-17s %5s %7s %11s %8s %12s %14s\n", "mechanism", "procs", unit,
-		       "completions", "seconds", "per second", "daemon cpu ms");
+		printf("  %-19s %5s %7s %11s %8s %12s %14s %10s\n", "mechanism", "procs", unit,
+		       "completions", "seconds", "per second", "daemon cpu ms", "us/compl");
 		for (size_t i = 0; i < r->ntput; i++) {
 			const struct bench_tput *t = &r->tput[i];
 
 			if (t->failed) {
-				printf("  %-17s  not measured: %s\n", t->name, t->why);
+				printf("  %-19s  not measured: %s\n", t->name, t->why);
 				continue;
 			}
-			printf("  %-17s %5u %7u %11llu %8.3f %12.0f ", t->name, t->procs, t->per_proc,
+			printf("  %-19s %5u %7u %11llu %8.3f %12.0f ", t->name, t->procs, t->per_proc,
 			       (unsigned long long)t->completions, t->seconds, t->per_s);
 			if (t->daemon_cpu_ms >= 0)
-				printf("%14.1f\n", t->daemon_cpu_ms);
+				printf("%14.1f %10.3f\n", t->daemon_cpu_ms,
+				       t->daemon_cpu_ms * 1000.0 / (double)t->completions);
 			else
-				printf("%14s\n", "-");
+				printf("%14s %10s\n", "-", "-");
 		}
 	}
 	printf("\nDaemon CPU\n");
@@ -71,8 +92,17 @@ void bench_print_text(const struct bench_report *cr)
 	} else {
 		printf("  not measured (the daemon's /proc/PID/stat is not readable)\n");
 	}
+	printf("\nArm cost (cuflag_slot_arm, scanner awake)\n");
+	if (r->arm_1 >= 0)
+		printf("  1 thread: %.2f M arms/s\n", r->arm_1 / 1e6);
+	if (r->arm_8 >= 0)
+		printf("  8 threads on 8 slots: %.2f M arms/s in all\n", r->arm_8 / 1e6);
+	if (r->arm_8 < 0)
+		printf("  not measured: %s\n", r->arm_why);
 	if (r->scale.ran)
 		print_scale(&r->scale);
+	if (r->have_paced)
+		print_paced(r);
 	printf("\nRatios\n");
 	for (size_t i = 0; i < r->nratios; i++) {
 		if (r->ratios[i].value >= 0)

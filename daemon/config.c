@@ -11,6 +11,7 @@
 
 #include "cuflag-proto.h"
 #include "log.h"
+#include "scanner.h"
 
 static void usage(FILE *f)
 {
@@ -46,6 +47,9 @@ static void usage(FILE *f)
 		"  --pending-spin-ms N       with slots pending and none of them completing,\n"
 		"                            spin this long, then poll (default 10; 0: spin)\n"
 		"  --pending-poll-us N       the poll interval then (default 250)\n"
+		"  --scanner-mode spin|adaptive\n"
+		"                            with slots pending, spin (default), or sleep on a\n"
+		"                            fine timer until a completion is due soon\n"
 		"  --msg-rate N              requests per second per client (default 20000)\n"
 		"  --slab memfd|cuda-ipc     how client regions are backed (default memfd)\n"
 		"  --log-level LEVEL         err, warning, notice, info, debug (default info)\n"
@@ -119,7 +123,7 @@ static const struct num_opt num_opts[] = {
 };
 #define NUM_OPTS (sizeof(num_opts) / sizeof(num_opts[0]))
 
-enum { O_SOCKET = 256, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_ADMIN, O_NUM };
+enum { O_SOCKET = 256, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_ADMIN, O_SCANNER, O_NUM };
 
 static int parse_num(struct cuflagd_config *cfg, const struct num_opt *o, const char *arg)
 {
@@ -136,6 +140,21 @@ static int parse_num(struct cuflagd_config *cfg, const struct num_opt *o, const 
 	return 0;
 }
 
+/* An option that is one of two words, a or b: *out becomes va or vb. */
+static int parse_word(const char *opt, const char *arg, const char *a, int va, const char *b,
+		      int vb, int *out)
+{
+	if (!strcmp(arg, a))
+		*out = va;
+	else if (!strcmp(arg, b))
+		*out = vb;
+	else {
+		fprintf(stderr, "cuflagd: --%s: '%s' is not %s or %s\n", opt, arg, a, b);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* The options that are not numbers. 0, 1 (stop: help or version printed),
  * or -EINVAL. */
 static int parse_other(struct cuflagd_config *cfg, int c, const char *arg)
@@ -149,15 +168,8 @@ static int parse_other(struct cuflagd_config *cfg, int c, const char *arg)
 		cfg->socket_path = arg;
 		return 0;
 	case O_SLAB:
-		if (!strcmp(arg, "memfd"))
-			cfg->slab = CUFLAG_SLAB_MEMFD;
-		else if (!strcmp(arg, "cuda-ipc"))
-			cfg->slab = CUFLAG_SLAB_CUDA_IPC;
-		else {
-			fprintf(stderr, "cuflagd: --slab: '%s' is not memfd or cuda-ipc\n", arg);
-			return -EINVAL;
-		}
-		return 0;
+		return parse_word("slab", arg, "memfd", CUFLAG_SLAB_MEMFD, "cuda-ipc",
+				  CUFLAG_SLAB_CUDA_IPC, &cfg->slab);
 	case O_LOG: {
 		int l = cuflagd_log_parse_level(arg);
 		if (l < 0) {
@@ -169,6 +181,9 @@ static int parse_other(struct cuflagd_config *cfg, int c, const char *arg)
 	}
 	case O_ADMIN:
 		return parse_group(arg, &cfg->admin_gid);
+	case O_SCANNER:
+		return parse_word("scanner-mode", arg, "spin", SCANNER_SPIN, "adaptive",
+				  SCANNER_ADAPTIVE, &cfg->scanner_mode);
 	case O_HOOKS:
 		cfg->test_hooks = 1;
 		return 0;
@@ -209,7 +224,7 @@ static int finish(struct cuflagd_config *cfg)
 
 int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 {
-	struct option opts[NUM_OPTS + 8] = {
+	struct option opts[NUM_OPTS + 9] = {
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "slab", required_argument, NULL, O_SLAB },
 		{ "log-level", required_argument, NULL, O_LOG },
@@ -217,11 +232,12 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		{ "test-hooks", no_argument, NULL, O_HOOKS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
+		{ "scanner-mode", required_argument, NULL, O_SCANNER },
 	};
 	int c, rc;
 
 	for (size_t i = 0; i < NUM_OPTS; i++)
-		opts[7 + i] = (struct option){ num_opts[i].name, required_argument, NULL,
+		opts[8 + i] = (struct option){ num_opts[i].name, required_argument, NULL,
 					       O_NUM + (int)i };
 	*cfg = (struct cuflagd_config){
 		.max_clients = 256,
@@ -232,6 +248,7 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		.spin_us = 50,
 		.pending_spin_ms = 10,
 		.pending_poll_us = 250,
+		.scanner_mode = SCANNER_SPIN,
 		.msg_rate = 20000,
 		.slab = CUFLAG_SLAB_MEMFD,
 		.max_pending_per_uid = 16384,

@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,12 +54,32 @@ struct scanner {
 	struct scanner_group **rang; /* groups that got records this pass */
 	uint64_t nrang;
 
+	/* The adaptive mode (scanner-private; see nap()). */
+	uint64_t now;        /* this pass's clock */
+	uint64_t next_due;   /* earliest predicted completion of the pending set */
+	int unknown_due;     /* a pending slot has no history yet: no nap */
+	uint64_t low_ns;     /* low watermark of completion times lately */
+	uint64_t idle_since; /* when the pending set last went empty */
+	uint64_t gap_ns;     /* running mean of the gaps from empty to the next arm */
+	uint64_t late_ns;    /* running mean of how late a nap's timer woke us */
+	uint64_t nap_until;  /* when the nap before this pass was to end, 0: no nap */
+
 	/* Counters (written by the scanner, read by anyone). */
 	_Atomic uint64_t passes, wakes, completions, parks, armed, bad_arms;
 	_Atomic uint64_t broken; /* clients found broken */
 };
 
 #define WRITE_TICK_NS 2000000u
+
+/* The adaptive mode: wake NAP_MARGIN_NS plus how late the timer has been
+ * lately before a completion is due; naps shorter than NAP_MIN_NS are not
+ * worth a timer, and none is longer than NAP_MAX_NS (an arm with no history,
+ * a command or a stop waits at most that). */
+#define NAP_MARGIN_NS 5000u
+#define NAP_LATE_NS 20000u /* the timer's lateness until measured */
+#define NAP_LATE_MAX_NS 50000u /* a later wake (a busy machine) counts as this */
+#define NAP_MIN_NS 20000u
+#define NAP_MAX_NS 1000000u
 
 static void write_tick_set(struct scanner *sc, int on)
 {
@@ -105,6 +127,11 @@ static void pending_add(struct scanner *sc, struct scanner_slot *s)
 {
 	if (s->pend_idx != SCAN_NOT_PENDING)
 		return;
+	s->since_ns = sc->now;
+	if (!sc->npending && sc->idle_since) {
+		uint64_t gap = sc->now - sc->idle_since;
+		sc->gap_ns = sc->gap_ns ? (3 * sc->gap_ns + gap) / 4 : gap;
+	}
 	/* max_pending covers every slot that can exist, so this cannot overflow. */
 	s->pend_idx = (uint32_t)sc->npending;
 	sc->pending[sc->npending++] = s;
@@ -125,6 +152,8 @@ static void pending_del(struct scanner *sc, struct scanner_slot *s)
 	sc->pending[i] = last;
 	last->pend_idx = i;
 	s->pend_idx = SCAN_NOT_PENDING;
+	if (!sc->npending)
+		sc->idle_since = sc->now;
 	s->sess->pending--;
 	atomic_store_explicit(&s->sess->n_pending, s->sess->pending, memory_order_relaxed);
 	s->sess->user->pending--;
@@ -247,6 +276,7 @@ static void add_slot(struct scanner *sc, struct scanner_session *ss, const struc
 	s->signalled = c->start;
 	s->armed = c->armed;
 	s->pend_idx = SCAN_NOT_PENDING;
+	s->lat_ns = s->dev_ns = 0; /* the adaptive mode learns it afresh */
 	s->owned = 1;
 	s->retiring = 0;
 	s->sess = ss;
@@ -496,6 +526,45 @@ static void ring_groups(struct scanner *sc)
 	sc->nrang = 0;
 }
 
+/* When a slot's next completion may come: its mean less twice its spread
+ * (as TCP's retransmission timer, the other way round), so that a slot
+ * whose completions jitter is looked at early enough. */
+static uint64_t slot_due(const struct scanner_slot *s)
+{
+	uint64_t early = 2 * s->dev_ns;
+
+	return s->since_ns + (s->lat_ns > early ? s->lat_ns - early : 0);
+}
+
+/* The adaptive mode learns how long a slot's completions take: from the arm
+ * (or its previous completion) to the pass that sees the flag. */
+static void learn(struct scanner *sc, struct scanner_slot *s)
+{
+	/* Seen right after a nap, it may have landed any time during it: learn
+	 * the nap's planned end, so that a guess that woke us late shrinks, by
+	 * the lead each time, until a wake comes before the flag. */
+	uint64_t seen = sc->nap_until > s->since_ns ? sc->nap_until : sc->now;
+	uint64_t d = seen - s->since_ns;
+
+	if (s->lat_ns) {
+		uint64_t off = d > s->lat_ns ? d - s->lat_ns : s->lat_ns - d;
+		s->dev_ns = (3 * s->dev_ns + off) / 4;
+		s->lat_ns = (3 * s->lat_ns + d) / 4;
+	} else {
+		s->lat_ns = d;
+	}
+	/* Falls fast, rises slowly: a nap ends before the short ones lately
+	 * (halving, not falling at once: one arm taken late, which looks
+	 * instant, must not stop the naps). */
+	if (!sc->low_ns)
+		sc->low_ns = d;
+	else if (d < sc->low_ns)
+		sc->low_ns = (sc->low_ns + d) / 2;
+	else
+		sc->low_ns += (d - sc->low_ns) / 16;
+	s->since_ns = sc->now;
+}
+
 /* Record due completions of a slot, then ring its eventfd (or its group's
  * ring). BROKEN_NONE, or why the client must not be served any more. */
 static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *s, uint32_t due)
@@ -514,6 +583,8 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	if (why == BROKEN_NONE || why == BROKEN_COST) {
 		s->signalled += due;
 		atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
+		if (sc->t.mode == SCANNER_ADAPTIVE)
+			learn(sc, s);
 	}
 	return why;
 }
@@ -523,6 +594,8 @@ static uint64_t scan_pending(struct scanner *sc)
 {
 	uint64_t total = 0;
 
+	sc->next_due = UINT64_MAX;
+	sc->unknown_due = 0;
 	for (uint64_t i = 0; i < sc->npending;) {
 		struct scanner_slot *s = sc->pending[i];
 		/* A client found broken gets no more writes: each could block. */
@@ -559,6 +632,10 @@ static uint64_t scan_pending(struct scanner *sc)
 			pending_del(sc, s);
 			continue;
 		}
+		if (!s->lat_ns)
+			sc->unknown_due = 1;
+		else if (slot_due(s) < sc->next_due)
+			sc->next_due = slot_due(s);
 		i++;
 	}
 	if (sc->nrang)
@@ -685,6 +762,56 @@ static void budget_reset(struct spin_budget *b)
 	b->spent = 0;
 }
 
+/*
+ * The adaptive mode, slots pending and none of them due soon: sleep until a
+ * lead (the timer's lateness lately, plus NAP_MARGIN_NS) before the earliest
+ * is due, then spin as usual. The state stays
+ * SPINNING, so clients do not wake the scanner for their arms: those wait in
+ * the queues until the nap ends, which is never later than the shortest
+ * completion seen lately would take from now (nor NAP_MAX_NS): an arm made
+ * meanwhile is not due before the scanner looks again, unless its work is
+ * faster than anything seen lately. A pending slot with no history yet
+ * keeps the scanner spinning. The park protocol is not involved: nothing
+ * blocks until woken here.
+ */
+static void nap(struct scanner *sc)
+{
+	uint64_t lead = (sc->late_ns ? sc->late_ns : NAP_LATE_NS) + NAP_MARGIN_NS, until, cap;
+	uint64_t late;
+	struct timespec ts;
+
+	if (sc->unknown_due || sc->next_due == UINT64_MAX ||
+	    sc->next_due < sc->now + lead + NAP_MIN_NS)
+		return;
+	until = sc->next_due - lead;
+	cap = sc->now + (sc->low_ns > lead ? sc->low_ns - lead : 0);
+	if (cap > sc->now + NAP_MAX_NS)
+		cap = sc->now + NAP_MAX_NS;
+	if (until > cap)
+		until = cap;
+	if (until < sc->now + NAP_MIN_NS)
+		return;
+	ts.tv_sec = (time_t)(until / 1000000000u);
+	ts.tv_nsec = (long)(until % 1000000000u);
+	/* The write tick interrupts it: the deadline is absolute. */
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	sc->nap_until = until;
+	late = cuflag_now_ns() - until;
+	if (late > NAP_LATE_MAX_NS)
+		late = NAP_LATE_MAX_NS;
+	sc->late_ns = sc->late_ns ? (7 * sc->late_ns + late) / 8 : late;
+}
+
+/* Nothing pending: how long to spin before parking. The adaptive mode parks
+ * at once when the pending set stays empty longer than a nap is worth. */
+static uint64_t idle_spin_ns(const struct scanner *sc)
+{
+	if (sc->t.mode == SCANNER_ADAPTIVE && sc->gap_ns > NAP_MIN_NS)
+		return 0;
+	return sc->t.spin_ns;
+}
+
 static void *scanner_main(void *arg)
 {
 	struct scanner *sc = arg;
@@ -693,6 +820,10 @@ static void *scanner_main(void *arg)
 	struct spin_budget idle = { 0 }, stall = { 0 };
 
 	write_tick_start(sc);
+	/* Timers to the microsecond: a nap that ends 50 us late (the default
+	 * slack) would be a late wake. */
+	if (sc->t.mode == SCANNER_ADAPTIVE && prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0) < 0)
+		log_warn("scanner: cannot set the timer slack: %s", strerror(errno));
 
 	while (!atomic_load_explicit(&sc->stop, memory_order_relaxed)) {
 		uint64_t before = sc->npending;
@@ -702,6 +833,8 @@ static void *scanner_main(void *arg)
 			cuflag_cpu_relax();
 			continue;
 		}
+		if (sc->t.mode == SCANNER_ADAPTIVE)
+			sc->now = cuflag_now_ns();
 		/* Tails before commands: see drain_queue. */
 		for (uint32_t i = 0; i < sc->nsessions; i++)
 			progress |= drain_queue(sc, sc->sessions[i], 0);
@@ -709,9 +842,16 @@ static void *scanner_main(void *arg)
 			process_cmds(sc);
 			progress = 1;
 		}
-		if (scan_pending(sc) || sc->npending != before)
+		if (scan_pending(sc)) {
+			/* Whoever was just woken may have been put on this CPU: let
+			 * it run now instead of after our spin (see BENCHMARKS.md). */
+			sched_yield();
 			progress = 1;
+		} else if (sc->npending != before) {
+			progress = 1;
+		}
 		atomic_fetch_add_explicit(&sc->passes, 1, memory_order_relaxed);
+		sc->nap_until = 0; /* nap() sets it for the next pass */
 
 		if (sc->npending) {
 			budget_reset(&idle);
@@ -724,12 +864,15 @@ static void *scanner_main(void *arg)
 				park(sc, sc->t.pending_poll_ns);
 				continue;
 			}
-			cuflag_cpu_relax();
+			if (sc->t.mode == SCANNER_ADAPTIVE && !progress)
+				nap(sc);
+			else
+				cuflag_cpu_relax();
 			continue;
 		}
 		budget_reset(&stall);
 		/* Nothing pending: spin for the budget, then park until woken. */
-		if (budget_spent(&idle, sc->t.spin_ns)) {
+		if (budget_spent(&idle, idle_spin_ns(sc))) {
 			park(sc, 0);
 			budget_reset(&idle);
 			continue;

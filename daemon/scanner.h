@@ -56,6 +56,12 @@ struct scanner_slot {
 	uint32_t signalled; /* value up to which completions were written */
 	uint32_t pend_idx;  /* index in the pending set, or SCAN_NOT_PENDING */
 	uint32_t group;     /* 0, or the id + 1 of the group whose ring it signals */
+	/* The adaptive mode's guess of when its next completion is due: it is
+	 * awaited since since_ns, and took lat_ns (a running mean; 0: not
+	 * seen yet) the last times, give or take dev_ns. */
+	uint64_t since_ns;
+	uint64_t lat_ns;
+	uint64_t dev_ns;    /* running mean of how far they were from lat_ns */
 	uint8_t owned;      /* allocated to the client: arms are accepted */
 	uint8_t retiring;   /* freed, waiting for the flag to reach armed */
 	struct scanner_session *sess;
@@ -137,7 +143,14 @@ struct scanner_config {
 				   * (0: for ever), then look every pending_poll_ns */
 	uint64_t pending_poll_ns;
 	struct write_budget_cfg budget;
+	/* SCANNER_SPIN: spin while anything is pending. SCANNER_ADAPTIVE: sleep
+	 * on a fine timer until a completion is due soon, as learned from each
+	 * slot's recent completions, and park at once when the gaps between
+	 * arms are long (see scanner_main). */
+	int mode;
 };
+
+enum scanner_mode { SCANNER_SPIN, SCANNER_ADAPTIVE };
 
 /*
  * Start the scanner thread. dpage: the daemon page it publishes its state in.
