@@ -57,100 +57,138 @@ static int check_id_batch(const unsigned char *body, size_t blen, const char *ba
 	return 0;
 }
 
+/* One check per request type: the body (blen bytes) and the fds that came. */
+struct req_body {
+	uint16_t type;
+	const unsigned char *body;
+	size_t blen;
+	unsigned nfds;
+};
+
+static int check_hello(const struct req_body *q, const char **reason)
+{
+	struct cuflag_msg_hello m;
+
+	if (q->blen != sizeof(m) || q->nfds)
+		FAIL(-EBADMSG, "HELLO: bad length or fds");
+	memcpy(&m, q->body, sizeof(m));
+	if (m.flags || m.reserved)
+		FAIL(-EINVAL, "HELLO: reserved fields not zero");
+	if (m.version_min > m.version_max)
+		FAIL(-EINVAL, "HELLO: version range empty");
+	return 0;
+}
+
+static int check_alloc(const struct req_body *q, const char **reason)
+{
+	struct cuflag_msg_alloc m;
+
+	if (q->blen != sizeof(m) || q->nfds)
+		FAIL(-EBADMSG, "ALLOC: bad length or fds");
+	memcpy(&m, q->body, sizeof(m));
+	if (m.count < 1 || m.count > CUFLAG_BATCH_MAX)
+		FAIL(-EINVAL, "ALLOC: count out of range");
+	return 0; /* m.group: the daemon checks it names a group made */
+}
+
+static int check_free(const struct req_body *q, const char **reason)
+{
+	uint32_t count, reserved;
+
+	if (q->nfds)
+		FAIL(-EBADMSG, "FREE: bad length or fds");
+	return check_id_batch(q->body, q->blen, "FREE: bad length or fds",
+			      "FREE: reserved field not zero", "FREE: count out of range",
+			      "FREE: length does not match count", &count, &reserved, reason);
+}
+
+static int check_bind(const struct req_body *q, const char **reason)
+{
+	struct cuflag_msg_bind m;
+
+	if (q->blen != sizeof(m))
+		FAIL(-EBADMSG, "BIND: bad length");
+	if (q->nfds != 1)
+		FAIL(-EBADMSG, "BIND: needs exactly one fd");
+	memcpy(&m, q->body, sizeof(m));
+	if (m.reserved)
+		FAIL(-EINVAL, "BIND: reserved field not zero");
+	return 0;
+}
+
+static int check_query(const struct req_body *q, const char **reason)
+{
+	if (q->blen || q->nfds)
+		FAIL(-EBADMSG, "query with a body or fds");
+	return 0;
+}
+
+static int check_attach(const struct req_body *q, const char **reason)
+{
+	struct cuflag_msg_attach m;
+
+	if (q->blen != sizeof(m))
+		FAIL(-EBADMSG, "ATTACH: bad length");
+	if (q->nfds != 2)
+		FAIL(-EBADMSG, "ATTACH: needs the region and the wake eventfd");
+	memcpy(&m, q->body, sizeof(m));
+	if (m.flags)
+		FAIL(-EINVAL, "ATTACH: reserved fields not zero");
+	return 0;
+}
+
+static int check_adopt(const struct req_body *q, const char **reason)
+{
+	uint32_t count, group;
+	int rc = check_id_batch(q->body, q->blen, "ADOPT: too short", NULL,
+				"ADOPT: count out of range", "ADOPT: length does not match count",
+				&count, &group, reason);
+
+	if (rc)
+		return rc;
+	if (q->nfds != (group ? 0 : count))
+		FAIL(-EBADMSG, "ADOPT: one eventfd per slot, none for a group's");
+	return 0;
+}
+
+static int check_group(const struct req_body *q, const char **reason)
+{
+	struct cuflag_msg_group m;
+
+	if (q->blen != sizeof(m))
+		FAIL(-EBADMSG, "GROUP: bad length");
+	if (q->nfds != (q->type == CUFLAG_MSG_GROUP ? 1u : 0u))
+		FAIL(-EBADMSG, "GROUP takes its eventfd, UNGROUP no fd");
+	memcpy(&m, q->body, sizeof(m));
+	if (m.reserved)
+		FAIL(-EINVAL, "GROUP: reserved field not zero");
+	return 0;
+}
+
+static int (*const request_checks[CUFLAG_MSG_TYPE_END])(const struct req_body *q,
+							   const char **reason) = {
+	[CUFLAG_MSG_HELLO] = check_hello,   [CUFLAG_MSG_ALLOC] = check_alloc,
+	[CUFLAG_MSG_FREE] = check_free,     [CUFLAG_MSG_BIND] = check_bind,
+	[CUFLAG_MSG_STATS] = check_query,   [CUFLAG_MSG_CLIENTS] = check_query,
+	[CUFLAG_MSG_ATTACH] = check_attach, [CUFLAG_MSG_ADOPT] = check_adopt,
+	[CUFLAG_MSG_GROUP] = check_group,   [CUFLAG_MSG_UNGROUP] = check_group,
+};
+
 int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char **reason)
 {
 	struct cuflag_msg_hdr h;
-	const unsigned char *body = (const unsigned char *)buf + sizeof(h);
-	size_t blen;
+	struct req_body q;
 	int r = hdr_check(buf, len, nfds, &h, reason);
 
 	if (r)
 		return r;
 	if (h.status != 0)
 		FAIL(-EINVAL, "request with a non-zero status");
-	blen = len - sizeof(h);
-	switch (h.type) {
-	case CUFLAG_MSG_HELLO: {
-		struct cuflag_msg_hello m;
-		if (blen != sizeof(m) || nfds)
-			FAIL(-EBADMSG, "HELLO: bad length or fds");
-		memcpy(&m, body, sizeof(m));
-		if (m.flags || m.reserved)
-			FAIL(-EINVAL, "HELLO: reserved fields not zero");
-		if (m.version_min > m.version_max)
-			FAIL(-EINVAL, "HELLO: version range empty");
-		return 0;
-	}
-	case CUFLAG_MSG_ALLOC: {
-		struct cuflag_msg_alloc m;
-		if (blen != sizeof(m) || nfds)
-			FAIL(-EBADMSG, "ALLOC: bad length or fds");
-		memcpy(&m, body, sizeof(m));
-		if (m.count < 1 || m.count > CUFLAG_BATCH_MAX)
-			FAIL(-EINVAL, "ALLOC: count out of range");
-		return 0;
-	}
-	case CUFLAG_MSG_FREE: {
-		uint32_t count, reserved;
-		if (nfds)
-			FAIL(-EBADMSG, "FREE: bad length or fds");
-		return check_id_batch(body, blen, "FREE: bad length or fds",
-				      "FREE: reserved field not zero", "FREE: count out of range",
-				      "FREE: length does not match count", &count, &reserved, reason);
-	}
-	case CUFLAG_MSG_BIND: {
-		struct cuflag_msg_bind m;
-		if (blen != sizeof(m))
-			FAIL(-EBADMSG, "BIND: bad length");
-		if (nfds != 1)
-			FAIL(-EBADMSG, "BIND: needs exactly one fd");
-		memcpy(&m, body, sizeof(m));
-		if (m.reserved)
-			FAIL(-EINVAL, "BIND: reserved field not zero");
-		return 0;
-	}
-	case CUFLAG_MSG_STATS:
-	case CUFLAG_MSG_CLIENTS:
-		if (blen || nfds)
-			FAIL(-EBADMSG, "query with a body or fds");
-		return 0;
-	case CUFLAG_MSG_ATTACH: {
-		struct cuflag_msg_attach m;
-		if (blen != sizeof(m))
-			FAIL(-EBADMSG, "ATTACH: bad length");
-		if (nfds != 2)
-			FAIL(-EBADMSG, "ATTACH: needs the region and the wake eventfd");
-		memcpy(&m, body, sizeof(m));
-		if (m.flags)
-			FAIL(-EINVAL, "ATTACH: reserved fields not zero");
-		return 0;
-	}
-	case CUFLAG_MSG_ADOPT: {
-		uint32_t count, group;
-		int rc = check_id_batch(body, blen, "ADOPT: too short", NULL,
-					"ADOPT: count out of range", "ADOPT: length does not match count",
-					&count, &group, reason);
-		if (rc)
-			return rc;
-		if (nfds != (group ? 0 : count))
-			FAIL(-EBADMSG, "ADOPT: one eventfd per slot, none for a group's");
-		return 0;
-	}
-	case CUFLAG_MSG_GROUP:
-	case CUFLAG_MSG_UNGROUP: {
-		struct cuflag_msg_group m;
-		if (blen != sizeof(m))
-			FAIL(-EBADMSG, "GROUP: bad length");
-		if (nfds != (h.type == CUFLAG_MSG_GROUP ? 1u : 0u))
-			FAIL(-EBADMSG, "GROUP takes its eventfd, UNGROUP no fd");
-		memcpy(&m, body, sizeof(m));
-		if (m.reserved)
-			FAIL(-EINVAL, "GROUP: reserved field not zero");
-		return 0;
-	}
-	default:
+	if (h.type >= CUFLAG_MSG_TYPE_END || !request_checks[h.type])
 		FAIL(-EPROTO, "unknown message type");
-	}
+	q = (struct req_body){ .type = h.type, .body = (const unsigned char *)buf + sizeof(h),
+			       .blen = len - sizeof(h), .nfds = nfds };
+	return request_checks[h.type](&q, reason);
 }
 
 int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expect_type,
