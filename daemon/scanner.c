@@ -51,6 +51,7 @@ struct scanner {
 	uint32_t nsessions, max_sessions;
 	struct scanner_slot **pending;
 	uint64_t npending, max_pending;
+	int yield_after_signal; /* few CPUs: give a woken thread ours at once */
 	struct scanner_group **rang; /* groups that got records this pass */
 	uint64_t nrang;
 
@@ -844,8 +845,13 @@ static void *scanner_main(void *arg)
 		}
 		if (scan_pending(sc)) {
 			/* Whoever was just woken may have been put on this CPU: let
-			 * it run now instead of after our spin (see BENCHMARKS.md). */
-			sched_yield();
+			 * it run now instead of after our spin (see BENCHMARKS.md).
+			 * Only where CPUs are few: with many, the scheduler puts it
+			 * on an idle one, and the system call per pass only costs
+			 * throughput (cuflagd/ceiling 0.80-0.96 with it on an H200
+			 * host's 16 CPUs, 0.95-1.20 without). */
+			if (sc->yield_after_signal)
+				sched_yield();
 			progress = 1;
 		} else if (sc->npending != before) {
 			progress = 1;
@@ -934,6 +940,7 @@ int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32
 		return -ENOMEM;
 	sc->dpage = dpage;
 	sc->t = *cfg;
+	sc->yield_after_signal = sysconf(_SC_NPROCESSORS_ONLN) <= 4;
 	sc->max_sessions = max_sessions;
 	sc->max_pending = max_slots;
 	sc->cmd_efd = sc->done_efd = sc->park_ep = -1;
