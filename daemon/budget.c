@@ -20,7 +20,9 @@ int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, ui
 	}
 	if (cpu_timed) {
 		b->suspect_until_ns = now_ns + cfg->suspect_for_ns;
-		if (++b->streak < WRITE_BUDGET_STREAK)
+		/* A write that took half the budget of CPU is charged at once:
+		 * every other client waited that long, whatever came before. */
+		if (++b->streak < WRITE_BUDGET_STREAK && cost_ns < cfg->cap_ns / 2)
 			return 0;
 	}
 	b->level_ns += cost_ns - cfg->allowance_ns;

@@ -51,10 +51,10 @@ struct write_budget {
 	uint32_t streak;           /* CPU-timed writes over the allowance in a row */
 };
 
-/* A write is charged only from the third costly one in a row: a costly
- * eventfd (epoll watchers) costs every write, while a virtual CPU the host
- * took away for a moment (its time shows on the thread's CPU clock too)
- * costs one now and then. */
+/* A write is charged only from the third costly one in a row (or at once
+ * when it alone took half the budget): a costly eventfd (epoll watchers)
+ * costs every write, while a virtual CPU the host took away for a moment
+ * (its time shows on the thread's CPU clock too) costs one now and then. */
 #define WRITE_BUDGET_STREAK 3
 
 /* Whether the next write of this user is to be timed on the CPU clock. */
