@@ -269,7 +269,7 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 		s->slots.efd[c->slot] = -1;
 		s->slots.state[c->slot] = SLOT_FREE;
 		s->slots.next_start[c->slot] = c->final_armed + RESTART_GAP;
-		s->slots.free_stack[s->slots.nfree++] = c->slot;
+		slot_table_give(&s->slots, c->slot);
 		s->slots.nretiring--;
 		if (!s->slots.group[c->slot])
 			s->user->slots--;

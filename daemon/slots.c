@@ -13,10 +13,11 @@ int slot_table_init(struct slot_table *t, uint32_t n, uint32_t ngroups)
 	t->group = calloc(n, sizeof(uint32_t));
 	t->next_start = calloc(n, sizeof(uint32_t));
 	t->free_stack = malloc(sizeof(uint32_t) * n);
+	t->free_pos = malloc(sizeof(uint32_t) * n);
 	t->group_efd = malloc(sizeof(int) * (ngroups ? ngroups : 1));
 	t->group_live = calloc(ngroups ? ngroups : 1, sizeof(uint32_t));
 	if (!t->state || !t->efd || !t->group || !t->next_start || !t->free_stack ||
-	    !t->group_efd || !t->group_live) {
+	    !t->free_pos || !t->group_efd || !t->group_live) {
 		slot_table_free(t);
 		return -ENOMEM;
 	}
@@ -27,6 +28,7 @@ int slot_table_init(struct slot_table *t, uint32_t n, uint32_t ngroups)
 	for (uint32_t i = 0; i < n; i++) {
 		t->efd[i] = -1;
 		t->free_stack[i] = n - 1 - i;
+		t->free_pos[n - 1 - i] = i;
 	}
 	t->n = t->nfree = n;
 	return 0;
@@ -41,6 +43,7 @@ void slot_table_free(struct slot_table *t)
 	free(t->group_live);
 	free(t->next_start);
 	free(t->free_stack);
+	free(t->free_pos);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -51,11 +54,17 @@ uint32_t slot_table_take(struct slot_table *t)
 
 void slot_table_take_id(struct slot_table *t, uint32_t id)
 {
-	for (uint32_t k = 0; k < t->nfree; k++)
-		if (t->free_stack[k] == id) {
-			t->free_stack[k] = t->free_stack[--t->nfree];
-			return;
-		}
+	uint32_t k = t->free_pos[id], last = t->free_stack[--t->nfree];
+
+	/* The last free id fills the hole (a resume names ids in any order). */
+	t->free_stack[k] = last;
+	t->free_pos[last] = k;
+}
+
+void slot_table_give(struct slot_table *t, uint32_t id)
+{
+	t->free_pos[id] = t->nfree;
+	t->free_stack[t->nfree++] = id;
 }
 
 int slot_table_group_ok(const struct slot_table *t, uint32_t group)

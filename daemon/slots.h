@@ -21,6 +21,7 @@ struct slot_table {
 	uint32_t *group;      /* 0, or the id + 1 of the slot's group */
 	uint32_t *next_start; /* the start value of its next hand-out */
 	uint32_t *free_stack; /* free ids, low ids on top */
+	uint32_t *free_pos;   /* where each free id sits in free_stack */
 	uint32_t nfree, nlive, nretiring;
 	/* Groups: each one's eventfd (-1: not made) and live slots. */
 	uint32_t ngroups;
@@ -33,9 +34,10 @@ int slot_table_init(struct slot_table *t, uint32_t n, uint32_t ngroups);
 void slot_table_free(struct slot_table *t);
 
 /* Pop the lowest free id (nfree > 0), or take a given one (after a restart
- * the client names the ids it held). */
+ * the client names the ids it held), in constant time; give one back. */
 uint32_t slot_table_take(struct slot_table *t);
 void slot_table_take_id(struct slot_table *t, uint32_t id);
+void slot_table_give(struct slot_table *t, uint32_t id);
 
 /* Whether group (0, or an id + 1) names no group or one that was made. */
 int slot_table_group_ok(const struct slot_table *t, uint32_t group);
