@@ -1,30 +1,50 @@
 /* SPDX-License-Identifier: MIT */
 #include "budget.h"
 
+/* Start summing a new pass (or the same pass on the CPU clock). A CPU-timed
+ * pass that stayed within the allowances ends the streak. */
+static void pass_begin(struct write_budget *b, uint64_t pass, int cpu_timed)
+{
+	if (b->pass_cpu && !b->pass_over)
+		b->streak = 0;
+	b->pass = pass;
+	b->pass_cost_ns = 0;
+	b->pass_charged_ns = 0;
+	b->pass_writes = 0;
+	b->pass_cpu = (uint8_t)cpu_timed;
+	b->pass_over = 0;
+}
+
 int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, uint64_t cost_ns,
-		  int cpu_timed, uint64_t now_ns)
+		  int cpu_timed, uint64_t now_ns, uint64_t pass)
 {
 	uint64_t drained = now_ns > b->at_ns ? (now_ns - b->at_ns) / 10 : 0;
+	uint64_t free_ns, over;
 
 	b->level_ns = b->level_ns > drained ? b->level_ns - drained : 0;
 	b->at_ns = now_ns;
-	if (cost_ns <= cfg->allowance_ns) {
-		if (cpu_timed)
-			b->streak = 0;
+	if (pass != b->pass || b->pass_cpu != !!cpu_timed)
+		pass_begin(b, pass, !!cpu_timed);
+	b->pass_cost_ns += cost_ns;
+	b->pass_writes++;
+	free_ns = cfg->pass_allowance_ns + (uint64_t)b->pass_writes * cfg->allowance_ns;
+	if (b->pass_cost_ns <= free_ns)
 		return 0;
-	}
-	if (!cpu_timed && cost_ns > cfg->suspect_ns) {
-		/* Slow, or preempted: only the CPU clock can tell. Watch it. */
-		b->suspect_until_ns = now_ns + cfg->suspect_for_ns;
+	/* Slow on the wall clock, or preempted: only the CPU clock can tell.
+	 * Watch it (the sum starts again on that clock with the next write). */
+	b->suspect_until_ns = now_ns + cfg->suspect_for_ns;
+	if (!cpu_timed)
 		return 0;
+	over = b->pass_cost_ns - free_ns;
+	if (!b->pass_over) {
+		b->pass_over = 1;
+		b->streak++;
 	}
-	if (cpu_timed) {
-		b->suspect_until_ns = now_ns + cfg->suspect_for_ns;
-		/* A write that took half the budget of CPU is charged at once:
-		 * every other client waited that long, whatever came before. */
-		if (++b->streak < WRITE_BUDGET_STREAK && cost_ns < cfg->cap_ns / 2)
-			return 0;
-	}
-	b->level_ns += cost_ns - cfg->allowance_ns;
+	/* A pass that took half the budget of CPU is charged at once: every
+	 * other client waited that long, whatever came before. */
+	if (b->streak < WRITE_BUDGET_STREAK && over < cfg->cap_ns / 2)
+		return 0;
+	b->level_ns += over - b->pass_charged_ns;
+	b->pass_charged_ns = over;
 	return b->level_ns > cfg->cap_ns;
 }

@@ -8,13 +8,17 @@
 #include "budget.h"
 #include "unit-run.h"
 
+/* Scanner passes: each write below is in a pass of its own unless a test
+ * says otherwise. */
+static uint64_t pass;
+
 #define US 1000u
 #define MS 1000000u
 
 /* The daemon's defaults, unscaled (a sanitizer build scales them). */
 #define CFG(cap)                                                                           \
 	((struct write_budget_cfg){ .cap_ns = (cap), .allowance_ns = 20 * US,                \
-				    .suspect_ns = 50 * US, .suspect_for_ns = 1000 * MS })
+				    .pass_allowance_ns = 200 * US, .suspect_for_ns = 1000 * MS })
 
 START_TEST(test_cheap_writes_are_free)
 {
@@ -24,7 +28,7 @@ START_TEST(test_cheap_writes_are_free)
 
 	/* 200 000 writes at the allowance: never over, never a suspect. */
 	for (int i = 0; i < 200000; i++, t += 1 * US)
-		ck_assert_int_eq(budget_charge(&b, &cfg, 20 * US, 0, t), 0);
+		ck_assert_int_eq(budget_charge(&b, &cfg, 20 * US, 0, t, ++pass), 0);
 	ck_assert_uint_eq(b.level_ns, 0);
 	ck_assert(!budget_suspect(&b, t));
 }
@@ -37,12 +41,12 @@ START_TEST(test_preempted_write_not_charged)
 	uint64_t t = 1000 * MS;
 
 	/* 40 ms on the wall clock: preempted, or slow. Only a suspect. */
-	ck_assert_int_eq(budget_charge(&b, &cfg, 40 * MS, 0, t), 0);
+	ck_assert_int_eq(budget_charge(&b, &cfg, 40 * MS, 0, t, ++pass), 0);
 	ck_assert_uint_eq(b.level_ns, 0);
 	ck_assert(budget_suspect(&b, t + 1));
 	/* The CPU clock then says the writes are cheap: nothing charged. */
 	for (int i = 0; i < 1000; i++)
-		ck_assert_int_eq(budget_charge(&b, &cfg, 5 * US, 1, t + (uint64_t)i * US), 0);
+		ck_assert_int_eq(budget_charge(&b, &cfg, 5 * US, 1, t + (uint64_t)i * US, ++pass), 0);
 	ck_assert_uint_eq(b.level_ns, 0);
 	/* And a second later it is no suspect any more. */
 	ck_assert(!budget_suspect(&b, t + 2000 * MS));
@@ -57,8 +61,8 @@ START_TEST(test_costly_writes_dropped)
 	int writes = 0;
 
 	/* 19 000 epoll watchers: 1.3 ms of CPU per write, back to back. */
-	ck_assert_int_eq(budget_charge(&b, &cfg, 1300 * US, 0, t), 0); /* suspect */
-	while (!budget_charge(&b, &cfg, 1300 * US, 1, t += 1300 * US))
+	ck_assert_int_eq(budget_charge(&b, &cfg, 1300 * US, 0, t, ++pass), 0); /* suspect */
+	while (!budget_charge(&b, &cfg, 1300 * US, 1, t += 1300 * US, ++pass))
 		ck_assert_int_lt(++writes, 10);
 	/* Over 5 ms within a handful of writes: two in a row let go, then
 	 * charged until over. */
@@ -75,12 +79,12 @@ START_TEST(test_sporadic_costly_writes_free)
 
 	/* A virtual CPU taken away now and then: a costly write between cheap
 	 * ones, for ever, is never charged. */
-	ck_assert_int_eq(budget_charge(&b, &cfg, 1 * MS, 0, t), 0);
+	ck_assert_int_eq(budget_charge(&b, &cfg, 1 * MS, 0, t, ++pass), 0);
 	for (int i = 0; i < 10000; i++) {
-		ck_assert_int_eq(budget_charge(&b, &cfg, 200 * US, 1, t += 10 * US), 0);
-		ck_assert_int_eq(budget_charge(&b, &cfg, 5 * US, 1, t += 10 * US), 0);
-		ck_assert_int_eq(budget_charge(&b, &cfg, 300 * US, 1, t += 10 * US), 0);
-		ck_assert_int_eq(budget_charge(&b, &cfg, 2 * US, 1, t += 10 * US), 0);
+		ck_assert_int_eq(budget_charge(&b, &cfg, 200 * US, 1, t += 10 * US, ++pass), 0);
+		ck_assert_int_eq(budget_charge(&b, &cfg, 5 * US, 1, t += 10 * US, ++pass), 0);
+		ck_assert_int_eq(budget_charge(&b, &cfg, 300 * US, 1, t += 10 * US, ++pass), 0);
+		ck_assert_int_eq(budget_charge(&b, &cfg, 2 * US, 1, t += 10 * US, ++pass), 0);
 	}
 	ck_assert_uint_eq(b.level_ns, 0);
 }
@@ -94,8 +98,8 @@ START_TEST(test_huge_write_charged_at_once)
 
 	/* 90 000 watchers: 6 ms of CPU a write. The first (wall-timed) makes a
 	 * suspect; the next is over the 2 ms budget alone. */
-	ck_assert_int_eq(budget_charge(&b, &cfg, 6 * MS, 0, t), 0);
-	ck_assert_int_eq(budget_charge(&b, &cfg, 6 * MS, 1, t + 6 * MS), 1);
+	ck_assert_int_eq(budget_charge(&b, &cfg, 6 * MS, 0, t, ++pass), 0);
+	ck_assert_int_eq(budget_charge(&b, &cfg, 6 * MS, 1, t + 6 * MS, ++pass), 1);
 }
 END_TEST
 
@@ -105,15 +109,73 @@ START_TEST(test_drains_at_a_tenth)
 	struct write_budget_cfg cfg = CFG(5 * MS);
 	uint64_t t = 1000 * MS;
 
-	/* 100 us of CPU every ms (10 %): sustainable for ever. */
-	ck_assert_int_eq(budget_charge(&b, &cfg, 1 * MS, 0, t), 0);
+	/* 100 us of CPU over the allowances every ms (10 %): sustainable for
+	 * ever. */
+	ck_assert_int_eq(budget_charge(&b, &cfg, 1 * MS, 0, t, ++pass), 0);
 	for (int i = 0; i < 100000; i++)
-		ck_assert_int_eq(budget_charge(&b, &cfg, 120 * US, 1, t += 1 * MS), 0);
+		ck_assert_int_eq(budget_charge(&b, &cfg, 320 * US, 1, t += 1 * MS, ++pass), 0);
 	/* 20 %: over before long. */
 	int i = 0;
-	while (!budget_charge(&b, &cfg, 220 * US, 1, t += 1 * MS))
+	while (!budget_charge(&b, &cfg, 420 * US, 1, t += 1 * MS, ++pass))
 		ck_assert_int_lt(++i, 1000);
 	ck_assert_int_gt(i, 10);
+}
+END_TEST
+
+START_TEST(test_many_small_writes_summed)
+{
+	struct write_budget b = { 0 };
+	struct write_budget_cfg cfg = CFG(2 * MS);
+	uint64_t t = 1000 * MS;
+	int writes = 0, dropped = 0;
+
+	/* 256 epolls on each of 1024 eventfds: no write costs much (40 us),
+	 * a pass of them 40 ms. Caught within the first CPU-timed pass. */
+	for (int p = 0; p < 3 && !dropped; p++) {
+		++pass;
+		for (int i = 0; i < 1024 && !dropped; i++, writes++) {
+			int cpu = budget_suspect(&b, t);
+			dropped = budget_charge(&b, &cfg, 40 * US, cpu, t += 40 * US, pass);
+		}
+	}
+	ck_assert(dropped);
+	ck_assert_int_lt(writes, 1024 + 200);
+}
+END_TEST
+
+START_TEST(test_slow_honest_write_each_pass_free)
+{
+	struct write_budget b = { 0 };
+	struct write_budget_cfg cfg = CFG(2 * MS);
+	uint64_t t = 1000 * MS;
+
+	/* One wake-up a pass that a loaded virtual machine makes cost 20-210 us
+	 * of CPU, for ever: never charged. */
+	ck_assert_int_eq(budget_charge(&b, &cfg, 1 * MS, 0, t, ++pass), 0);
+	for (int i = 0; i < 100000; i++)
+		ck_assert_int_eq(budget_charge(&b, &cfg, (20 + (uint64_t)(i % 20) * 10) * US, 1,
+						t += 50 * US, ++pass),
+				 0);
+	ck_assert_uint_eq(b.level_ns, 0);
+}
+END_TEST
+
+START_TEST(test_cheap_burst_free)
+{
+	struct write_budget b = { 0 };
+	struct write_budget_cfg cfg = CFG(2 * MS);
+	uint64_t t = 1000 * MS;
+
+	/* 4096 slots done at once, 2 us a write, again and again. */
+	for (int p = 0; p < 100; p++) {
+		++pass;
+		for (int i = 0; i < 4096; i++) {
+			int cpu = budget_suspect(&b, t);
+			ck_assert_int_eq(budget_charge(&b, &cfg, 2 * US, cpu, t += 2 * US, pass), 0);
+		}
+	}
+	ck_assert_uint_eq(b.level_ns, 0);
+	ck_assert(!budget_suspect(&b, t));
 }
 END_TEST
 
@@ -123,6 +185,8 @@ int main(void)
 				       test_preempted_write_not_charged,
 				       test_costly_writes_dropped, test_sporadic_costly_writes_free,
 				       test_huge_write_charged_at_once,
-				       test_drains_at_a_tenth, NULL };
+				       test_drains_at_a_tenth, test_many_small_writes_summed,
+				       test_slow_honest_write_each_pass_free, test_cheap_burst_free,
+				       NULL };
 	return unit_run("budget", tests);
 }

@@ -150,6 +150,8 @@ static void good_check(uint64_t n)
 	uint64_t want = atomic_load(&good.completed) + n;
 
 	CHECK(wait_until(good_progress_pred, &want, 5000));
+	if (atomic_load(&good.failed))
+		fprintf(stderr, "good client failed at step %d\n", atomic_load(&good.failed));
 	CHECK(atomic_load(&good.failed) == 0);
 }
 
