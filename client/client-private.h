@@ -54,6 +54,7 @@ struct cuflag_client {
 
 	pthread_mutex_t arm_lock; /* the arm queue has one producer at a time */
 	uint32_t tail_local;
+	uint32_t head_seen;       /* the head as last read (under arm_lock) */
 
 	pthread_mutex_t slots_lock;
 	struct cuflag_slot *slots; /* every slot held, for disconnect */

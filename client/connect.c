@@ -115,6 +115,7 @@ static int make_region(struct cuflag_client *c, const struct cuflag_msg_hello_re
 	c->flags = (volatile uint32_t *)(c->region + c->layout.flags_off);
 	c->states = (volatile struct cuflag_slot_state *)(c->region + c->layout.state_off);
 	c->tail_local = 0;
+	c->head_seen = 0;
 	return 0;
 }
 

@@ -285,6 +285,18 @@ void cuflag__wake_scanner(struct cuflag_client *c)
 	}
 }
 
+/* Whether the arm queue has no room (under arm_lock). The head is read only
+ * when the one last read says so: the daemon writes it every pass, so
+ * reading it for each arm would move its line between CPUs each time, and
+ * an old value only makes the queue look fuller than it is. */
+static int queue_full(struct cuflag_client *c, uint32_t cap)
+{
+	if (c->tail_local - c->head_seen < cap)
+		return 0;
+	c->head_seen = atomic_load_explicit(c->head, memory_order_acquire);
+	return c->tail_local - c->head_seen >= cap;
+}
+
 /* How long after queueing an arm entry the slot's next arms may raise it in
  * place: a few of the scanner's passes. */
 #define ARM_RAISE_NS 200000u
@@ -315,8 +327,7 @@ int cuflag__publish(struct cuflag_slot *s, uint32_t target)
 	 * yielding first and then sleeping so a busy node leaves it the CPU.
 	 * With no daemon the queue waits for the next one: resume, up to the
 	 * client's resume timeout (arms queued meanwhile are its first work). */
-	for (unsigned k = 0;
-	     c->tail_local - atomic_load_explicit(c->head, memory_order_acquire) >= cap; k++) {
+	for (unsigned k = 0; queue_full(c, cap); k++) {
 		cuflag__wake_scanner(c);
 		if ((k & 15) == 15 && cuflag__daemon_gone(c)) {
 			int rc = cuflag__resume(c, atomic_load(&c->conn_gen), 1);
