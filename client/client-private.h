@@ -79,11 +79,6 @@ struct cuflag_slot {
 	volatile uint32_t *flag;
 	pthread_mutex_t lock;    /* reserving the next value */
 	_Atomic uint32_t next;   /* last value reserved */
-	/* Where its last arm entry went and when (under lock): raised in place
-	 * while the daemon has not taken it (see struct cuflag_arm). */
-	uint64_t q_ns;
-	uint32_t q_pos;
-	uint8_t q_valid;
 	_Atomic uint32_t consumed; /* the daemon's record up to which consume counted */
 	int wait_ep;             /* cached edge-triggered epoll for waits, or -1 */
 	_Atomic int wait_ep_busy;

@@ -297,31 +297,11 @@ static int queue_full(struct cuflag_client *c, uint32_t cap)
 	return c->tail_local - c->head_seen >= cap;
 }
 
-/* How long after queueing an arm entry the slot's next arms may raise it in
- * place: a few of the scanner's passes. */
-#define ARM_RAISE_NS 200000u
-
 int cuflag__publish(struct cuflag_slot *s, uint32_t target)
 {
 	struct cuflag_client *c = s->c;
 	uint32_t cap = c->layout.queue_cap;
 
-	/* The slot's last entry, not taken yet, holding the value before this
-	 * one: raise it in place. No queue lock, no wake (the entry's own
-	 * publication woke the scanner, which has not read it for good yet).
-	 * Only for a while after it was queued: an entry left untaken longer
-	 * means a busy or a gone daemon, and new entries are what fill the
-	 * queue and so find out which (a gone one is resumed when it is full). */
-	if (s->q_valid) {
-		uint64_t w = cuflag_arm_word(s->id, target - 1);
-		if (cuflag_now_ns() - s->q_ns < ARM_RAISE_NS &&
-		    atomic_compare_exchange_strong_explicit(
-			    (_Atomic uint64_t *)&c->queue[s->q_pos & (cap - 1)], &w,
-			    cuflag_arm_word(s->id, target), memory_order_release,
-			    memory_order_relaxed))
-			return 0;
-		s->q_valid = 0;
-	}
 	pthread_mutex_lock(&c->arm_lock);
 	/* Full: the scanner drains every pass; make sure it is awake, then wait,
 	 * yielding first and then sleeping so a busy node leaves it the CPU.
@@ -347,12 +327,9 @@ int cuflag__publish(struct cuflag_slot *s, uint32_t target)
 			nanosleep(&ts, NULL);
 		}
 	}
-	/* Whole, in one store: the daemon swaps entries as 64-bit words. */
-	atomic_store_explicit((_Atomic uint64_t *)&c->queue[c->tail_local & (cap - 1)],
-			      cuflag_arm_word(s->id, target), memory_order_relaxed);
-	s->q_pos = c->tail_local;
-	s->q_valid = 1;
-	s->q_ns = cuflag_now_ns();
+	struct cuflag_arm *e = &c->queue[c->tail_local & (cap - 1)];
+	e->slot = s->id;
+	e->target = target;
 	c->tail_local++;
 	atomic_store_explicit(c->tail, c->tail_local, memory_order_release);
 	pthread_mutex_unlock(&c->arm_lock);

@@ -379,46 +379,6 @@ static void process_cmds(struct scanner *sc)
  * command that preceded the arm is visible by then.
  * Returns whether it took any entry.
  */
-enum arm_verdict {
-	ARM_OK,   /* the slot is armed up to the entry's target: pending */
-	ARM_NONE, /* nothing to do (taken before, or a target already signalled) */
-	ARM_BAD,  /* refused and counted: not the client's slot, or a bad target */
-	ARM_WAIT, /* leave the entry (and the rest) in the queue for a later pass */
-};
-
-/* Apply one arm entry to its slot; idempotent, so that an entry the client
- * raised meanwhile can be applied again. *out: the slot, for ARM_OK. */
-static enum arm_verdict arm_apply(struct scanner *sc, struct scanner_session *ss,
-				  struct cuflag_arm a, int in_cmd, struct scanner_slot **out)
-{
-	struct scanner_slot *s;
-
-	if (a.slot == UINT32_MAX && a.target == UINT32_MAX)
-		return ARM_NONE; /* taken by a daemon before us (or made so) */
-	if (a.slot >= ss->layout.nslots || !ss->slots[a.slot].owned) {
-		if (a.slot < ss->layout.nslots &&
-		    (in_cmd || atomic_load_explicit(&sc->cmd_pending, memory_order_acquire)))
-			return ARM_WAIT; /* retry once the commands are applied */
-		return ARM_BAD;
-	}
-	s = &ss->slots[a.slot];
-	/* An arm behind what was signalled, or 2^31 ahead of it, is refused. */
-	if (!cuflag_tl_after(a.target, s->signalled))
-		return a.target == s->signalled ? ARM_NONE : ARM_BAD;
-	/* The user's share of the pending set is full: the rest of the queue
-	 * waits (the client's arms wait for room, none is lost). */
-	if (s->pend_idx == SCAN_NOT_PENDING && ss->user->pending >= ss->user->max_pending)
-		return ARM_WAIT;
-	/* Recorded before the entry is taken: a daemon killed in between leaves
-	 * the entry for its successor, which applies it again to the same end. */
-	if (cuflag_tl_after(a.target, s->armed)) {
-		s->armed = a.target;
-		s->persist->armed = a.target;
-	}
-	*out = s;
-	return ARM_OK;
-}
-
 static int drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cmd)
 {
 	uint32_t tail = atomic_load_explicit(ss->tail, memory_order_acquire);
@@ -437,38 +397,40 @@ static int drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cm
 		return 0;
 	}
 	for (; head != tail; head++) {
-		_Atomic uint64_t *e = (_Atomic uint64_t *)&ss->queue[head & mask];
-		uint64_t w = atomic_load_explicit(e, memory_order_acquire);
-		struct scanner_slot *s = NULL;
-		enum arm_verdict v;
-		int tries = 0;
-
-		/* Take the entry: apply it, then swap it for TAKEN. A swap that
-		 * fails found a target the client raised meanwhile: apply that
-		 * (applying is idempotent: armed only rises). A client that keeps
-		 * changing it only holds up its own queue, until the next pass. */
-		for (;;) {
-			v = arm_apply(sc, ss, cuflag_arm_of(w), in_cmd, &s);
-			if (v == ARM_WAIT)
-				goto out;
-			if (w == CUFLAG_ARM_TAKEN ||
-			    atomic_compare_exchange_strong_explicit(e, &w, CUFLAG_ARM_TAKEN,
-								    memory_order_acq_rel,
-								    memory_order_acquire))
-				break;
-			if (++tries == 4)
-				goto out;
-		}
-		if (v == ARM_BAD) {
+		struct cuflag_arm a;
+		const volatile struct cuflag_arm *e = &ss->queue[head & mask];
+		a.slot = e->slot;
+		a.target = e->target;
+		if (a.slot >= ss->layout.nslots || !ss->slots[a.slot].owned) {
+			if (a.slot < ss->layout.nslots &&
+			    (in_cmd || atomic_load_explicit(&sc->cmd_pending, memory_order_acquire)))
+				break; /* retry once the commands are applied */
 			atomic_fetch_add_explicit(&ss->n_bad, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&sc->bad_arms, 1, memory_order_relaxed);
-		} else if (v == ARM_OK) {
-			pending_add(sc, s);
-			atomic_fetch_add_explicit(&ss->n_armed, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&sc->armed, 1, memory_order_relaxed);
+			continue;
 		}
+		struct scanner_slot *s = &ss->slots[a.slot];
+		/* An arm behind what was signalled, or 2^31 ahead of it, is refused. */
+		if (!cuflag_tl_after(a.target, s->signalled)) {
+			if (a.target != s->signalled) {
+				atomic_fetch_add_explicit(&ss->n_bad, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&sc->bad_arms, 1, memory_order_relaxed);
+			}
+			continue;
+		}
+		/* The user's share of the pending set is full: the rest of the
+		 * queue waits (the client's arms wait for room, none is lost). */
+		if (s->pend_idx == SCAN_NOT_PENDING &&
+		    ss->user->pending >= ss->user->max_pending)
+			break;
+		if (cuflag_tl_after(a.target, s->armed)) {
+			s->armed = a.target;
+			s->persist->armed = a.target;
+		}
+		pending_add(sc, s);
+		atomic_fetch_add_explicit(&ss->n_armed, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&sc->armed, 1, memory_order_relaxed);
 	}
-out:;
 	int took = head != ss->head_local;
 	ss->head_local = head;
 	atomic_store_explicit(ss->head, head, memory_order_release);

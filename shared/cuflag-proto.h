@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CUFLAG_PROTO_VERSION 3u
+#define CUFLAG_PROTO_VERSION 2u
 
 /* ------------------------------------------------------------------ */
 /* Wire messages                                                       */
@@ -306,43 +306,12 @@ struct cuflag_group_ring {
 _Static_assert(offsetof(struct cuflag_group_ring, head) == CUFLAG_CACHELINE, "ring head");
 _Static_assert(offsetof(struct cuflag_group_ring, slot) == 2 * CUFLAG_CACHELINE, "ring slots");
 
-/*
- * One arm: the client asks to be told when slot's flag reaches target.
- *
- * The daemon takes an entry by swapping it, whole, for CUFLAG_ARM_TAKEN
- * (compare-and-swap on the 8 bytes), after it recorded the arm in the slot's
- * state. Until then the client may raise the target of its slot's last entry
- * in place, with a compare-and-swap of its own from what it wrote: a slot
- * armed again and again while the daemon is busy costs one queue entry, not
- * one each (a slot is a timeline: only the highest target armed matters).
- * A compare-and-swap that fails means the daemon took the entry: the client
- * queues a new one.
- */
+/* One arm: the client asks to be told when slot's flag reaches target. */
 struct cuflag_arm {
 	uint32_t slot;
 	uint32_t target;
 };
 _Static_assert(sizeof(struct cuflag_arm) == 8, "arm size");
-
-#define CUFLAG_ARM_TAKEN UINT64_MAX
-
-/* An entry as the one 64-bit word both sides swap. */
-static inline uint64_t cuflag_arm_word(uint32_t slot, uint32_t target)
-{
-	struct cuflag_arm a = { slot, target };
-	uint64_t w;
-
-	__builtin_memcpy(&w, &a, sizeof(w));
-	return w;
-}
-
-static inline struct cuflag_arm cuflag_arm_of(uint64_t w)
-{
-	struct cuflag_arm a;
-
-	__builtin_memcpy(&a, &w, sizeof(a));
-	return a;
-}
 
 /*
  * Layout v1: header line, daemon-written head on its own line, client-written

@@ -885,24 +885,6 @@ static int hung_up_pred(void *arg)
 }
 
 /* What the daemon shares is sealed: the region's size, the daemon page's bytes. */
-/* Rewrites one arm entry between two targets until told to stop. */
-struct flipper {
-	volatile struct cuflag_arm *e;
-	uint32_t slot, target;
-	_Atomic int stop;
-};
-
-static void *flip_main(void *arg)
-{
-	struct flipper *f = arg;
-
-	for (uint32_t i = 0; !atomic_load_explicit(&f->stop, memory_order_relaxed); i++) {
-		f->e->slot = f->slot;
-		f->e->target = f->target + (i & 1);
-	}
-	return NULL;
-}
-
 TEST(seals)
 {
 	struct rawc r;
@@ -1008,23 +990,6 @@ TEST(scribble)
 	CHECK(efd_wait(efds[0], 5000) == 1);
 	printf("  %-52s ok\n", "7 bad arm entries: counted in bad_arms, ignored");
 	good_check(100);
-
-	/* An entry rewritten without pause while the daemon takes it: the
-	 * daemon's swap keeps failing; only this client's queue waits. */
-	struct flipper f = { .e = &r.queue[r.tail_local & (r.hr.queue_cap - 1)],
-			     .slot = g[0].id, .target = g[0].start + 3 };
-	pthread_t flip;
-	rawc_push(&r, g[0].id, g[0].start + 3);
-	CHECK(pthread_create(&flip, NULL, flip_main, &f) == 0);
-	good_check(200);
-	CHECK(daemon_alive());
-	atomic_store(&f.stop, 1);
-	CHECK(pthread_join(flip, NULL) == 0);
-	rawc_wake(&r);
-	CHECK(wait_until(drained_pred, &r, 5000));
-	sim_store(&r.flags[g[0].id], g[0].start + 4);
-	CHECK(efd_wait(efds[0], 5000) >= 1);
-	printf("  %-52s ok\n", "an entry rewritten without pause");
 
 	/* An impossible tail: dropped. */
 	size_t mark = case_begin();

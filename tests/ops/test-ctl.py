@@ -15,7 +15,7 @@ SLOT_HOLDER = os.environ["SLOT_HOLDER"]
 
 def check_settings(sock):
     st = ctl_json(sock, "stats")
-    expect(st["protocol"] == 3, "protocol 3")
+    expect(st["protocol"] == 2, "protocol 2")
     expect(st["slab"] == "memfd", "memfd slab")
     expect(st["max_clients"] == 7, "max_clients from the command line")
     expect(st["slots_per_client"] == 16, "slots_per_client from the command line")
@@ -65,7 +65,7 @@ def check_errors(tmp, sock):
     expect(ctl("--help").stdout.startswith("Usage:"), "--help")
     # $CUFLAG_SOCKET is the default socket.
     r = ctl("status", "--json", env=dict(os.environ, CUFLAG_SOCKET=sock))
-    expect(json.loads(r.stdout)["protocol"] == 3, "$CUFLAG_SOCKET")
+    expect(json.loads(r.stdout)["protocol"] == 2, "$CUFLAG_SOCKET")
 
 
 def main():
