@@ -5,8 +5,10 @@
  * pass that stayed within the allowances ends the streak. */
 static void pass_begin(struct write_budget *b, uint64_t pass, int cpu_timed)
 {
-	if (b->pass_cpu && !b->pass_over)
+	if (b->pass_cpu && !b->pass_over) {
 		b->streak = 0;
+		b->unconfirmed_ns = 0; /* that slow wall-clock pass was preemption */
+	}
 	b->pass = pass;
 	b->pass_cost_ns = 0;
 	b->pass_charged_ns = 0;
@@ -33,9 +35,12 @@ int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, ui
 	/* Slow on the wall clock, or preempted: only the CPU clock can tell.
 	 * Watch it (the sum starts again on that clock with the next write). */
 	b->suspect_until_ns = now_ns + cfg->suspect_for_ns;
-	if (!cpu_timed)
-		return 0;
 	over = b->pass_cost_ns - free_ns;
+	if (!cpu_timed) {
+		if (over > b->unconfirmed_ns)
+			b->unconfirmed_ns = over;
+		return 0;
+	}
 	if (!b->pass_over) {
 		b->pass_over = 1;
 		b->streak++;
@@ -44,6 +49,13 @@ int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, ui
 	 * other client waited that long, whatever came before. */
 	if (b->streak < WRITE_BUDGET_STREAK && over < cfg->cap_ns / 2)
 		return 0;
+	if (over >= cfg->cap_ns / 2 && b->unconfirmed_ns) {
+		/* The slow wall-clock pass that made the suspect was this cost
+		 * too, not preemption: charged now, up to what the CPU clock
+		 * shows (the wall time may hold preemption as well). */
+		b->level_ns += b->unconfirmed_ns < over ? b->unconfirmed_ns : over;
+		b->unconfirmed_ns = 0;
+	}
 	b->level_ns += over - b->pass_charged_ns;
 	b->pass_charged_ns = over;
 	return b->level_ns > cfg->cap_ns;

@@ -66,12 +66,17 @@ struct write_budget {
 	uint8_t pass_cpu;          /* the sum is on the CPU clock */
 	uint8_t pass_over;         /* it went over the allowances */
 	uint32_t streak;           /* CPU-timed passes over the allowances in a row */
+	/* What the wall-clock pass that made the suspect cost over the
+	 * allowances: charged too if the CPU clock then confirms a pass of half
+	 * the budget, forgotten if it shows a pass within the allowances. */
+	uint64_t unconfirmed_ns;
 };
 
 /* A pass is charged only from the third costly one in a row (or at once when
- * it alone took half the budget): a costly eventfd (epoll watchers) costs
- * every pass, while a virtual CPU the host took away for a moment (its time
- * shows on the thread's CPU clock too) costs one now and then. */
+ * it alone took half the budget, together with the wall-clock pass before it
+ * that made the suspect): a costly eventfd (epoll watchers) costs every pass,
+ * while a virtual CPU the host took away for a moment (its time shows on the
+ * thread's CPU clock too) costs one now and then. */
 #define WRITE_BUDGET_STREAK 3
 
 /* Whether the next write of this user is to be timed on the CPU clock. */

@@ -103,6 +103,30 @@ START_TEST(test_huge_write_charged_at_once)
 }
 END_TEST
 
+START_TEST(test_suspect_pass_confirmed)
+{
+	struct write_budget b = { 0 };
+	struct write_budget_cfg cfg = CFG(2 * MS);
+	uint64_t t = 1000 * MS;
+
+	/* 18 000 watchers: 1.3 ms a write, one a pass (a group's doorbell). The
+	 * first, on the wall clock, makes a suspect; the second, on the CPU
+	 * clock, confirms it: both charged, over the budget. */
+	ck_assert_int_eq(budget_charge(&b, &cfg, 1300 * US, 0, t, ++pass), 0);
+	ck_assert_int_eq(budget_charge(&b, &cfg, 1300 * US, 1, t += 1300 * US, ++pass), 1);
+
+	/* A slow wall-clock pass that the CPU clock then shows cheap was
+	 * preemption: forgotten, and the next costly pass is charged alone. */
+	struct write_budget c = { 0 };
+	ck_assert_int_eq(budget_charge(&c, &cfg, 5 * MS, 0, t, ++pass), 0);
+	ck_assert_int_eq(budget_charge(&c, &cfg, 5 * US, 1, t += 10 * US, ++pass), 0);
+	ck_assert_int_eq(budget_charge(&c, &cfg, 5 * US, 1, t += 10 * US, ++pass), 0);
+	ck_assert_uint_eq(c.unconfirmed_ns, 0);
+	ck_assert_int_eq(budget_charge(&c, &cfg, 1300 * US, 1, t += 1300 * US, ++pass), 0);
+	ck_assert_uint_gt(c.level_ns, 0);
+}
+END_TEST
+
 START_TEST(test_drains_at_a_tenth)
 {
 	struct write_budget b = { 0 };
@@ -184,7 +208,7 @@ int main(void)
 	const TTest *const tests[] = { test_cheap_writes_are_free,
 				       test_preempted_write_not_charged,
 				       test_costly_writes_dropped, test_sporadic_costly_writes_free,
-				       test_huge_write_charged_at_once,
+				       test_huge_write_charged_at_once, test_suspect_pass_confirmed,
 				       test_drains_at_a_tenth, test_many_small_writes_summed,
 				       test_slow_honest_write_each_pass_free, test_cheap_burst_free,
 				       NULL };
