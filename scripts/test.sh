@@ -33,13 +33,43 @@ setup() { # dir, options...
 	ninja -C "$dir"
 }
 
+# The tests of a meson log (testlog.json) that did not pass, one name a line.
+attack_missed() {
+	python3 - "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t["result"] not in ("OK", "SKIP", "EXPECTEDFAIL"):
+        print(t["name"].split(" / ")[-1])
+PY
+}
+
+# Run one attack again: passes only if meson ran exactly that test and it
+# passed (meson exits 0 when a name matches no test).
+attack_again() {
+	meson test -C "$BUILD" --print-errorlogs "$1" || return 1
+	python3 - "$BUILD/meson-logs/testlog.json" "$1" <<'PY'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+ok = [t for t in runs if t["name"].split(" / ")[-1] == sys.argv[2] and t["result"] == "OK"]
+sys.exit(0 if len(runs) == 1 and len(ok) == 1 else 1)
+PY
+}
+
 setup "$BUILD" -Dwerror=true
 meson test -C "$BUILD" --print-errorlogs --num-processes 2 --no-suite attack
 # The attacks measure wake times in milliseconds on whatever machine this is:
-# a window that misses a target because the machine itself stalled (the
-# suite prints how late a plain sleeping thread woke) is measured once more.
-meson test -C "$BUILD" --print-errorlogs --suite attack ||
-	{ echo "attack suite: a target missed; once more"; meson test -C "$BUILD" --print-errorlogs --suite attack; }
+# an attack whose window misses a target because the machine itself stalled
+# (the suite prints how late a plain sleeping thread woke) is measured again,
+# up to twice; one that misses all three times fails.
+if ! meson test -C "$BUILD" --print-errorlogs --suite attack; then
+	missed=$(attack_missed "$BUILD/meson-logs/testlog.json")
+	[ -n "$missed" ] || exit 1
+	for t in $missed; do
+		echo "attack suite: $t missed a target; measured again"
+		attack_again "$t" || attack_again "$t"
+	done
+fi
 
 [ "${QUICK:-0}" = 1 ] && exit 0
 # Booted with systemd as PID 1 (tests/boot/README.md); each prints one line
