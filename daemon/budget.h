@@ -23,23 +23,24 @@
  * looks costly is not charged but makes its user a suspect for a while: the
  * user's writes are then timed on the thread's CPU clock (a system call, only
  * for suspects), which preemption does not advance, and charged by that.
-  */
+ */
 #ifndef CUFLAGD_BUDGET_H
 #define CUFLAGD_BUDGET_H
 
 #include <stdint.h>
 
 struct write_budget_cfg {
-	uint64_t cap_ns;         /* --write-budget-us: most a user may run up */
+	uint64_t cap_ns;            /* --write-budget-us: most a user may run up */
 	uint64_t allowance_ns;      /* each write may cost this, free */
 	uint64_t pass_allowance_ns; /* and a user's writes in a pass this more */
 	uint64_t suspect_for_ns;    /* a suspect is timed on the CPU clock this long */
 };
 
 /* A write to an eventfd with a watcher or two costs about 1 us of CPU; the
- * allowance leaves 20 times that, the pass allowance ten writes' worth more. Sanitizer builds run every system call
- * through interceptors, many times slower: their allowance is scaled so that
- * a test under them measures the daemon, not the instrumentation. */
+ * allowance leaves 20 times that, the pass allowance ten writes' worth more.
+ * Sanitizer builds run every system call through interceptors, many times
+ * slower: their allowances are scaled so that a test under them measures the
+ * daemon, not the instrumentation. */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define WRITE_BUDGET_SLOWDOWN 20
 #else

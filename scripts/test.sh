@@ -33,27 +33,19 @@ setup() { # dir, options...
 	ninja -C "$dir"
 }
 
-# The tests of a meson log (testlog.json) that did not pass, one name a line.
-attack_missed() {
-	python3 - "$1" <<'PY'
-import json, sys
+# Name and result of every test in a meson log (testlog.json), a line each.
+log_results() {
+	python3 -c 'import json, sys
 for line in open(sys.argv[1]):
     t = json.loads(line)
-    if t["result"] not in ("OK", "SKIP", "EXPECTEDFAIL"):
-        print(t["name"].split(" / ")[-1])
-PY
+    print(t["name"].split(" / ")[-1], t["result"])' "$1"
 }
 
-# Run one attack again: passes only if meson ran exactly that test and it
+# Run one attack again: passes only if meson ran that test alone and it
 # passed (meson exits 0 when a name matches no test).
 attack_again() {
 	meson test -C "$BUILD" --print-errorlogs "$1" || return 1
-	python3 - "$BUILD/meson-logs/testlog.json" "$1" <<'PY'
-import json, sys
-runs = [json.loads(l) for l in open(sys.argv[1])]
-ok = [t for t in runs if t["name"].split(" / ")[-1] == sys.argv[2] and t["result"] == "OK"]
-sys.exit(0 if len(runs) == 1 and len(ok) == 1 else 1)
-PY
+	[ "$(log_results "$BUILD/meson-logs/testlog.json")" = "$1 OK" ]
 }
 
 setup "$BUILD" -Dwerror=true
@@ -63,7 +55,8 @@ meson test -C "$BUILD" --print-errorlogs --num-processes 2 --no-suite attack
 # (the suite prints how late a plain sleeping thread woke) is measured again,
 # up to twice; one that misses all three times fails.
 if ! meson test -C "$BUILD" --print-errorlogs --suite attack; then
-	missed=$(attack_missed "$BUILD/meson-logs/testlog.json")
+	missed=$(log_results "$BUILD/meson-logs/testlog.json" |
+		awk '$2 != "OK" && $2 != "SKIP" && $2 != "EXPECTEDFAIL" { print $1 }')
 	[ -n "$missed" ] || exit 1
 	for t in $missed; do
 		echo "attack suite: $t missed a target; measured again"
