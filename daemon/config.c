@@ -53,6 +53,9 @@ static void usage(FILE *f)
 		"  --msg-rate N              requests per second per client (default 20000)\n"
 		"  --slab memfd|cuda-ipc     how client regions are backed (default memfd)\n"
 		"  --log-level LEVEL         err, warning, notice, info, debug (default info)\n"
+		"  --stuck-ms N              a slot armed this long without completing is\n"
+		"                            stuck: listed, counted, logged (default 10000)\n"
+		"  --no-metrics              do not time completions nor look for stuck work\n"
 		"  --test-hooks              enable test-only hooks (SIGUSR1 freezes the scanner)\n"
 		"  -h, --help                this text\n"
 		"  --version                 print the version\n");
@@ -120,10 +123,11 @@ static const struct num_opt num_opts[] = {
 	NUM64("pending-spin-ms", 0, 3600000, pending_spin_ms),
 	NUM64("pending-poll-us", 1, 1000000, pending_poll_us),
 	NUM32("msg-rate", 1, 100000000, msg_rate),
+	NUM64("stuck-ms", 1, 86400000, stuck_ms),
 };
 #define NUM_OPTS (sizeof(num_opts) / sizeof(num_opts[0]))
 
-enum { O_SOCKET = 256, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_ADMIN, O_SCANNER, O_NUM };
+enum { O_SOCKET = 256, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_ADMIN, O_SCANNER, O_NOMETRICS, O_NUM };
 
 static int parse_num(struct cuflagd_config *cfg, const struct num_opt *o, const char *arg)
 {
@@ -187,6 +191,9 @@ static int parse_other(struct cuflagd_config *cfg, int c, const char *arg)
 	case O_HOOKS:
 		cfg->test_hooks = 1;
 		return 0;
+	case O_NOMETRICS:
+		cfg->no_metrics = 1;
+		return 0;
 	case 'h':
 		usage(stdout);
 		return 1;
@@ -224,7 +231,7 @@ static int finish(struct cuflagd_config *cfg)
 
 int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 {
-	struct option opts[NUM_OPTS + 9] = {
+	struct option opts[NUM_OPTS + 10] = {
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "slab", required_argument, NULL, O_SLAB },
 		{ "log-level", required_argument, NULL, O_LOG },
@@ -233,11 +240,12 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ "scanner-mode", required_argument, NULL, O_SCANNER },
+		{ "no-metrics", no_argument, NULL, O_NOMETRICS },
 	};
 	int c, rc;
 
 	for (size_t i = 0; i < NUM_OPTS; i++)
-		opts[8 + i] = (struct option){ num_opts[i].name, required_argument, NULL,
+		opts[9 + i] = (struct option){ num_opts[i].name, required_argument, NULL,
 					       O_NUM + (int)i };
 	*cfg = (struct cuflagd_config){
 		.max_clients = 256,
@@ -255,6 +263,7 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		.hello_timeout_ms = 2000,
 		.admin_gid = -1,
 		.write_budget_us = 2000,
+		.stuck_ms = 10000,
 	};
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

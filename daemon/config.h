@@ -30,6 +30,8 @@ struct cuflagd_config {
 	uint32_t msg_rate;           /* requests per second per client before refusal */
 	int slab;                    /* enum cuflag_slab_kind */
 	int test_hooks;              /* SIGUSR1 freezes the scanner (tests only) */
+	uint64_t stuck_ms;           /* a slot armed this long with no progress is stuck */
+	int no_metrics;              /* --no-metrics: no arm -> done times, no stuck work */
 };
 
 /*

@@ -129,6 +129,8 @@ static void pending_add(struct scanner *sc, struct scanner_slot *s)
 	if (s->pend_idx != SCAN_NOT_PENDING)
 		return;
 	s->since_ns = sc->now;
+	if (sc->t.metrics)
+		atomic_store_explicit(&s->armed_at_ns, sc->now, memory_order_relaxed);
 	if (!sc->npending && sc->idle_since) {
 		uint64_t gap = sc->now - sc->idle_since;
 		sc->gap_ns = sc->gap_ns ? (3 * sc->gap_ns + gap) / 4 : gap;
@@ -153,6 +155,7 @@ static void pending_del(struct scanner *sc, struct scanner_slot *s)
 	sc->pending[i] = last;
 	last->pend_idx = i;
 	s->pend_idx = SCAN_NOT_PENDING;
+	atomic_store_explicit(&s->armed_at_ns, 0, memory_order_relaxed);
 	if (!sc->npending)
 		sc->idle_since = sc->now;
 	s->sess->pending--;
@@ -594,6 +597,9 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	if (why == BROKEN_NONE || why == BROKEN_COST) {
 		s->signalled += due;
 		atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
+		lhist_add(&s->sess->n_done, due);
+		if (sc->t.metrics)
+			lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns, sc->now, due);
 		if (sc->t.mode == SCANNER_ADAPTIVE)
 			learn(sc, s);
 	}
@@ -844,7 +850,7 @@ static void *scanner_main(void *arg)
 			cuflag_cpu_relax();
 			continue;
 		}
-		if (sc->t.mode == SCANNER_ADAPTIVE)
+		if (sc->t.mode == SCANNER_ADAPTIVE || sc->t.metrics)
 			sc->now = cuflag_now_ns();
 		/* Tails before commands: see drain_queue. */
 		for (uint32_t i = 0; i < sc->nsessions; i++)

@@ -19,6 +19,7 @@
 
 #include "budget.h"
 #include "cuflag-proto.h"
+#include "latency-hist.h"
 #include "proto.h"
 
 /*
@@ -62,6 +63,10 @@ struct scanner_slot {
 	uint64_t since_ns;
 	uint64_t lat_ns;
 	uint64_t dev_ns;    /* running mean of how far they were from lat_ns */
+	/* Metrics: pending since then (a pass's clock), or since its last
+	 * completion if that came later; 0 while not pending. Written by the
+	 * scanner, read by the main thread to find stuck work. */
+	_Atomic uint64_t armed_at_ns;
 	uint8_t owned;      /* allocated to the client: arms are accepted */
 	uint8_t retiring;   /* freed, waiting for the flag to reach armed */
 	struct scanner_session *sess;
@@ -100,9 +105,11 @@ struct scanner_session {
 	/* Counters the main thread reads. */
 	_Atomic uint64_t n_armed;
 	_Atomic uint64_t n_wakes;
+	_Atomic uint64_t n_done;    /* completions signalled (the counts written) */
 	_Atomic uint64_t n_bad;     /* arms refused */
 	_Atomic uint32_t n_pending;
 	_Atomic int broken;         /* enum scanner_broken: the main loop drops it */
+	struct latency_hist done_hist; /* arm -> done of its completions (metrics) */
 };
 
 enum scanner_op {
@@ -148,6 +155,7 @@ struct scanner_config {
 	 * slot's recent completions, and park at once when the gaps between
 	 * arms are long (see scanner_main). */
 	int mode;
+	int metrics;              /* record arm -> done and stamp pending slots */
 };
 
 enum scanner_mode { SCANNER_SPIN, SCANNER_ADAPTIVE };

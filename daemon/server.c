@@ -390,6 +390,7 @@ static int start_workers(struct server *srv, const struct cuflagd_config *cfg)
 		.pending_spin_ns = cfg->pending_spin_ms * 1000000u,
 		.pending_poll_ns = cfg->pending_poll_us * 1000u,
 		.mode = cfg->scanner_mode,
+		.metrics = !cfg->no_metrics,
 		.budget = WRITE_BUDGET_DEFAULTS(cfg->write_budget_us * 1000u),
 	};
 	int rc;
