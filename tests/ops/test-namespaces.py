@@ -11,6 +11,12 @@ pid for it (0), only the uid. Without
 the socket's group it is refused: being root in its own user namespace
 gives it nothing outside.
 
+The pod's user runs copies of the programs (and of the library they load)
+in the test's own directory, never the build tree: a checkout in a
+directory other users cannot enter (0700, as under /root) must pass too.
+Inside, the checkout is hidden under an empty tmpfs where the pod's user
+could reach it, so a path into the build tree would fail here as well.
+
 Needs root (to take on the test's uid and group) and user namespaces:
 exit 77 with one line where either is missing."""
 import os
@@ -23,6 +29,10 @@ from opsutil import ctl_json, expect, running_daemon, wait_for
 
 SLOT_HOLDER = os.environ["SLOT_HOLDER"]
 CUFLAG_DEMO = os.environ["CUFLAG_DEMO"]
+CLIENT_LIB = os.environ["CUFLAG_CLIENT_LIB"]
+# What the pod must not need: the checkout and the build tree.
+HIDE = [os.environ["SOURCE_ROOT"], os.environ["BUILD_ROOT"]]
+POD = {}  # the copies the pod runs: pod_copies()
 # The pod's user outside its user namespace, and the group that may use the
 # socket (a pod's supplementalGroups): ids no one else on a test machine uses.
 UID, SOCKET_GID = 47110, 47111
@@ -33,6 +43,9 @@ INSIDE = r'''
 set -e
 host_dir=$1
 shift
+for d in $HIDE; do
+        if [ -d "$d" ]; then mount -t tmpfs -o mode=0700 tmpfs "$d"; fi
+done
 mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir /run/cuflagd
 mount --bind "$host_dir" /run/cuflagd
@@ -57,8 +70,19 @@ def in_pod(host_dir, *argv, groups=f"--groups={SOCKET_GID}", **kw):
     cmd = ["setpriv", f"--reuid={UID}", f"--regid={UID}", groups,
            "unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount",
            "--mount-proc", "sh", "-c", INSIDE, "sh", host_dir, *argv]
-    env = dict(os.environ, CUFLAG_SOCKET="/run/cuflagd/cuflagd.sock")
+    env = dict(os.environ, CUFLAG_SOCKET="/run/cuflagd/cuflagd.sock", HIDE=" ".join(HIDE),
+               LD_LIBRARY_PATH=os.path.dirname(argv[0]))
     return subprocess.Popen(cmd, env=env, text=True, **kw)
+
+
+def pod_copies(tmp):
+    """The programs the pod's user runs and the library they load, copied
+    where that user may read them (tmp is 0755): the build tree may lie
+    under a directory only its owner enters."""
+    bin_dir = os.path.join(tmp, "bin")
+    os.mkdir(bin_dir, 0o755)
+    shutil.copy(CLIENT_LIB, os.path.join(bin_dir, "libcuflag-client.so.0"))  # its soname
+    POD["holder"], POD["demo"] = (shutil.copy(p, bin_dir) for p in (SLOT_HOLDER, CUFLAG_DEMO))
 
 
 def outside_pid(unshare_pid):
@@ -76,7 +100,7 @@ def outside_pid(unshare_pid):
 def hold(host_dir):
     """A client in the pod's namespaces holding 3 slots, 1 armed; returns
     it once it is ready."""
-    holder = in_pod(host_dir, SLOT_HOLDER, "/run/cuflagd/cuflagd.sock", "3", "1",
+    holder = in_pod(host_dir, POD["holder"], "/run/cuflagd/cuflagd.sock", "3", "1",
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         inside = holder.stdout.readline().split()
@@ -137,7 +161,7 @@ def check_daemon_in_pod(tmp, host_dir):
 def check_refused(host_dir):
     """Root inside its user namespace is nobody to the socket: without the
     socket's group the pod is refused."""
-    p = in_pod(host_dir, SLOT_HOLDER, "/run/cuflagd/cuflagd.sock", "1", "0",
+    p = in_pod(host_dir, POD["holder"], "/run/cuflagd/cuflagd.sock", "1", "0",
                groups="--clear-groups", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                stderr=subprocess.PIPE)
     out, err = p.communicate(timeout=30)
@@ -149,7 +173,7 @@ def check_refused(host_dir):
 def check_counts(host_dir, sock):
     before = ctl_json(sock, "stats")["completions"]
     slots, per_slot, samples = 8, 2000, 100
-    demo = in_pod(host_dir, CUFLAG_DEMO, "--device", "sim", "--slots", str(slots),
+    demo = in_pod(host_dir, POD["demo"], "--device", "sim", "--slots", str(slots),
                   "--completions", str(per_slot), "--samples", str(samples),
                   stdout=subprocess.PIPE)
     out = demo.communicate(timeout=120)[0]
@@ -175,6 +199,7 @@ def main():
         skip(f"no user namespaces here: {probe.stderr.strip()}")
     with tempfile.TemporaryDirectory(prefix="cuflag-ns-") as tmp:
         os.chmod(tmp, 0o755)
+        pod_copies(tmp)
         # The node's directory that a DaemonSet shares by hostPath.
         host_dir = os.path.join(tmp, "host-run-cuflagd")
         os.mkdir(host_dir, 0o755)
