@@ -79,6 +79,8 @@ struct cuflag_slot {
 	volatile uint32_t *flag;
 	pthread_mutex_t lock;    /* reserving the next value */
 	_Atomic uint32_t next;   /* last value reserved */
+	_Atomic uint32_t first;  /* the oldest value a wait may name (cuflag__reserved) */
+	void *_Atomic data;      /* the caller's, cuflag_slot_set_data() */
 	_Atomic uint32_t consumed; /* the daemon's record up to which consume counted */
 	int wait_ep;             /* cached edge-triggered epoll for waits, or -1 */
 	_Atomic int wait_ep_busy;
@@ -107,6 +109,17 @@ struct cuflag_group {
 static inline int cuflag__doorbell(const struct cuflag_slot *s)
 {
 	return s->group ? s->group->efd : __atomic_load_n(&s->efd, __ATOMIC_ACQUIRE);
+}
+
+/* Record t as the slot's last reserved value (s->lock held). The oldest
+ * value a wait may name follows 2^31 behind: timeline arithmetic orders no
+ * two values further apart, and a slot armed for ever must not see its
+ * start again after 2^32 values. */
+static inline void cuflag__reserved(struct cuflag_slot *s, uint32_t t)
+{
+	if ((uint32_t)(t - atomic_load_explicit(&s->first, memory_order_relaxed)) > (1u << 31))
+		atomic_store_explicit(&s->first, t - (1u << 31), memory_order_relaxed);
+	atomic_store_explicit(&s->next, t, memory_order_relaxed);
 }
 
 /* Count a slot's completions from the daemon's record: *n of them (> 0), or

@@ -28,12 +28,12 @@ CUFLAG_EXPORT const char *cuflag_version(void)
 
 CUFLAG_EXPORT int cuflag_client_fd(const cuflag_client *c)
 {
-	return c->sock;
+	return c ? c->sock : -EINVAL;
 }
 
 CUFLAG_EXPORT uint64_t cuflag_client_epoch(const cuflag_client *c)
 {
-	return __atomic_load_n(&c->epoch, __ATOMIC_RELAXED);
+	return c ? __atomic_load_n(&c->epoch, __ATOMIC_RELAXED) : 0;
 }
 
 int cuflag__request_on(struct cuflag_client *c, int sock, struct cuflag_call *call)

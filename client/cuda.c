@@ -281,7 +281,7 @@ static int arm_after(struct cuflag_slot *s, CUstream stream, CUcontext ctx,
 		pthread_mutex_unlock(&s->lock);
 		return rc;
 	}
-	atomic_store_explicit(&s->next, t, memory_order_relaxed);
+	cuflag__reserved(s, t);
 	cs->stream = stream;
 	cs->ctx = ctx;
 	rc = cuflag__publish(s, t);

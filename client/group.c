@@ -18,7 +18,16 @@
 
 CUFLAG_EXPORT int cuflag_group_fd(const cuflag_group *g)
 {
-	return g->efd;
+	return g ? g->efd : -EINVAL;
+}
+
+/* Whether a slot of g is still held (slots_lock held). */
+static int group_held_locked(const struct cuflag_group *g)
+{
+	for (const struct cuflag_slot *s = g->c->slots; s; s = s->next_slot)
+		if (s->group == g)
+			return 1;
+	return 0;
 }
 
 void cuflag__group_rescan(struct cuflag_group *g)
@@ -119,21 +128,30 @@ CUFLAG_EXPORT int cuflag_group_create(cuflag_client *c, cuflag_group **out)
 	return rc;
 }
 
-CUFLAG_EXPORT void cuflag_group_destroy(cuflag_group *g)
+CUFLAG_EXPORT int cuflag_group_destroy(cuflag_group *g)
 {
 	struct cuflag_msg_group m;
 	uint8_t reply[CUFLAG_MSG_MAX];
+	int rc;
 
 	if (!g)
-		return;
+		return 0;
 	m = (struct cuflag_msg_group){ .id = g->id };
 	if (!cuflag__forked(g->c)) {
 		struct cuflag_call call = { .type = CUFLAG_MSG_UNGROUP, .body = &m,
 					    .blen = sizeof(m), .reply = reply };
-		/* A daemon that is gone let the group go with the connection. */
+		/* A group with slots held stays whole, for a destroy once they are
+		 * released (the daemon refuses it as well). */
 		pthread_mutex_lock(&g->c->req_lock);
-		(void)cuflag__request_on(g->c, g->c->sock, &call);
+		pthread_mutex_lock(&g->c->slots_lock);
+		rc = group_held_locked(g) ? -EBUSY : 0;
+		pthread_mutex_unlock(&g->c->slots_lock);
+		/* A daemon that is gone let the group go with the connection. */
+		if (!rc && cuflag__request_on(g->c, g->c->sock, &call) == -EBUSY)
+			rc = -EBUSY;
 		pthread_mutex_unlock(&g->c->req_lock);
+		if (rc)
+			return rc;
 		pthread_mutex_lock(&g->c->slots_lock);
 		g->c->groups[g->id] = NULL;
 		pthread_mutex_unlock(&g->c->slots_lock);
@@ -141,6 +159,7 @@ CUFLAG_EXPORT void cuflag_group_destroy(cuflag_group *g)
 		g->c->groups[g->id] = NULL; /* the parent's; only our copy goes */
 	}
 	cuflag__group_free(g);
+	return 0;
 }
 
 CUFLAG_EXPORT int cuflag_group_slot_acquire(cuflag_group *g, cuflag_slot **out)

@@ -19,6 +19,8 @@
 
 CUFLAG_EXPORT int cuflag_slot_fd(const cuflag_slot *s)
 {
+	if (!s)
+		return -EINVAL;
 	if (s->group)
 		return -EOPNOTSUPP; /* its group's eventfd rings for it */
 	return __atomic_load_n(&s->efd, __ATOMIC_ACQUIRE);
@@ -26,12 +28,46 @@ CUFLAG_EXPORT int cuflag_slot_fd(const cuflag_slot *s)
 
 CUFLAG_EXPORT volatile uint32_t *cuflag_slot_flag(const cuflag_slot *s)
 {
-	return s->flag;
+	return s ? s->flag : NULL;
 }
 
 CUFLAG_EXPORT int cuflag_slot_id(const cuflag_slot *s)
 {
-	return (int)s->id;
+	return s ? (int)s->id : -EINVAL;
+}
+
+CUFLAG_EXPORT int cuflag_slot_set_data(cuflag_slot *s, void *data)
+{
+	if (!s)
+		return -EINVAL;
+	atomic_store_explicit(&s->data, data, memory_order_release);
+	return 0;
+}
+
+CUFLAG_EXPORT void *cuflag_slot_data(const cuflag_slot *s)
+{
+	return s ? atomic_load_explicit(&((cuflag_slot *)s)->data, memory_order_acquire) : NULL;
+}
+
+/* Whether target lies in the slot's timeline as reserved so far: from its
+ * starting value (or 2^31 behind the last reserved) up to the last reserved.
+ * Any other value was never armed here: a wait for it would either never
+ * end or answer from a timeline this slot never had. */
+static int reserved(const struct cuflag_slot *s, uint32_t target)
+{
+	uint32_t next = atomic_load_explicit(&s->next, memory_order_relaxed);
+	uint32_t first = atomic_load_explicit(&s->first, memory_order_relaxed);
+
+	return (uint32_t)(next - target) <= (uint32_t)(next - first);
+}
+
+CUFLAG_EXPORT int cuflag_slot_complete(cuflag_slot *s, uint32_t value)
+{
+	if (!s || !reserved(s, value))
+		return -EINVAL;
+	/* What the device's posted write is: the work's results before the flag. */
+	__atomic_store_n(s->flag, value, __ATOMIC_RELEASE);
+	return 0;
 }
 
 void cuflag__forget_waits(struct cuflag_client *c)
@@ -134,6 +170,7 @@ static struct cuflag_slot *slot_new(struct cuflag_client *c, const struct cuflag
 	s->retired_efd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	atomic_store(&s->next, g->start);
+	atomic_store(&s->first, g->start);
 	atomic_store(&s->consumed, g->start);
 	return s;
 }
@@ -352,7 +389,7 @@ CUFLAG_EXPORT int cuflag_slot_arm(cuflag_slot *s, uint32_t *target)
 	t = atomic_load_explicit(&s->next, memory_order_relaxed) + 1;
 	rc = cuflag__publish(s, t);
 	if (rc == 0)
-		atomic_store_explicit(&s->next, t, memory_order_relaxed);
+		cuflag__reserved(s, t);
 	pthread_mutex_unlock(&s->lock);
 	if (rc == 0)
 		*target = t;
@@ -512,11 +549,10 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		return -EINVAL;
 	if (cuflag__forked(s->c))
 		return -ECHILD; /* its epoll and eventfd are the parent's too */
+	if (!reserved(s, target))
+		return -EINVAL;
 	if (reached(s, target))
 		return 0;
-	/* Waiting for a value never reserved would never end. */
-	if (cuflag_tl_after(target, atomic_load_explicit(&s->next, memory_order_relaxed)))
-		return -EINVAL;
 	if (atomic_load_explicit(&s->fault, memory_order_relaxed))
 		return atomic_load(&s->fault);
 	if (timeout_ms == 0)

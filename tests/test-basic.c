@@ -224,6 +224,94 @@ TEST(api_errors)
 	cuflag_slot_release(s);
 }
 
+/* NULL handles are refused by every getter, never a crash. */
+TEST(null_handles)
+{
+	CHECK(cuflag_slot_fd(NULL) == -EINVAL);
+	CHECK(cuflag_slot_flag(NULL) == NULL);
+	CHECK(cuflag_slot_id(NULL) == -EINVAL);
+	CHECK(cuflag_slot_data(NULL) == NULL);
+	CHECK(cuflag_slot_set_data(NULL, c) == -EINVAL);
+	CHECK(cuflag_slot_complete(NULL, 1) == -EINVAL);
+	CHECK(cuflag_client_fd(NULL) == -EINVAL);
+	CHECK(cuflag_client_epoch(NULL) == 0);
+	CHECK(cuflag_group_fd(NULL) == -EINVAL);
+	CHECK(cuflag_group_destroy(NULL) == 0);
+	CHECK(cuflag_slot_wait(NULL, 1, 0) == -EINVAL);
+}
+
+/* cuflag_slot_complete() is the release store a device makes: the daemon
+ * counts it; it refuses a value the slot never reserved. The caller's
+ * pointer stays with the slot. */
+TEST(complete_and_data)
+{
+	cuflag_slot *s;
+	uint32_t t;
+	int mine;
+
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	CHECK(cuflag_slot_data(s) == NULL);
+	CHECK_RC(cuflag_slot_set_data(s, &mine));
+	CHECK(cuflag_slot_data(s) == &mine);
+	CHECK_RC(cuflag_slot_arm(s, &t));
+	CHECK(cuflag_slot_complete(s, t + 1) == -EINVAL);
+	CHECK(*cuflag_slot_flag(s) == t - 1);
+	CHECK_RC(cuflag_slot_complete(s, t));
+	CHECK(*cuflag_slot_flag(s) == t);
+	CHECK_RC(cuflag_slot_wait(s, t, 2000));
+	CHECK(consume_blocking(s) == 1);
+	CHECK(cuflag_slot_data(s) == &mine);
+	cuflag_slot_release(s);
+}
+
+/*
+ * Which values a wait may name: the slot's starting value up to the last
+ * reserved. A fresh slot starts at 0, a slot handed out again 2^30 past
+ * the last value armed on it; any value outside is refused at once, ahead
+ * (it would never come) or behind the start (no timeline of this slot).
+ * python/tests/test_errors.py asks the binding the same.
+ */
+TEST(never_armed)
+{
+	const char *args[] = { "--slots-per-client", "8", NULL };
+	struct daemon_proc d2;
+	cuflag_client *c2;
+	cuflag_slot *s[8], *again;
+	uint32_t t, start, last[8];
+
+	daemon_start(&d2, 0, args);
+	CHECK_RC(cuflag_connect(d2.sock, &c2));
+	CHECK_RC(cuflag_slots_acquire(c2, 8, s));
+	start = *cuflag_slot_flag(s[0]);
+	CHECK(start == 0);
+	CHECK_RC(cuflag_slot_wait(s[0], start, 0));       /* the start: reached */
+	CHECK(cuflag_slot_wait(s[0], start + 1, 0) == -EINVAL);
+	CHECK(cuflag_slot_wait(s[0], start - 1, 0) == -EINVAL);
+	CHECK(cuflag_slot_wait_spin(s[0], 5, 10, 0) == -EINVAL);
+	for (int i = 0; i < 8; i++) {
+		for (int k = 0; k <= i; k++)
+			CHECK_RC(cuflag_slot_arm(s[i], &last[i]));
+		CHECK_RC(cuflag_slot_complete(s[i], last[i]));
+		CHECK_RC(cuflag_slot_wait(s[i], last[i], 2000));
+	}
+	CHECK_RC(cuflag_slot_wait(s[0], last[0] - 1, 0)); /* armed, passed */
+	for (int i = 0; i < 8; i++)
+		cuflag_slot_release(s[i]);
+	/* Every slot was used: the next one is handed out again. */
+	CHECK_RC(cuflag_slot_acquire(c2, &again));
+	start = *cuflag_slot_flag(again);
+	CHECK(start == last[cuflag_slot_id(again)] + (1u << 30));
+	CHECK_RC(cuflag_slot_wait(again, start, 0));
+	CHECK(cuflag_slot_wait(again, 7, 0) == -EINVAL);
+	CHECK(cuflag_slot_wait(again, start - 1, 0) == -EINVAL);
+	CHECK(cuflag_slot_complete(again, start + 1) == -EINVAL);
+	CHECK_RC(cuflag_slot_arm(again, &t));
+	CHECK(t == start + 1);
+	CHECK(cuflag_slot_wait(again, t, 0) == -ETIMEDOUT);
+	cuflag_disconnect(c2);
+	CHECK(daemon_stop(&d2) == 0);
+}
+
 /* The slots-per-client limit is an error reply, and the client carries on. */
 TEST(slot_limit)
 {

@@ -103,11 +103,23 @@ TEST(basics)
 	sim_store(cuflag_slot_flag(o), t[0]);
 	drain_until(g2, 1, NULL);
 	expect_quiet(g);
+	/* Refused while a slot is held, and the group stays whole. */
+	CHECK(cuflag_group_destroy(g2) == -EBUSY);
+	CHECK_RC(cuflag_slot_set_data(o, g2));
+	CHECK_RC(cuflag_slot_arm(o, &t[0]));
+	sim_store(cuflag_slot_flag(o), t[0]);
+	{
+		struct cuflag_completion rec;
+		struct pollfd p = { .fd = cuflag_group_fd(g2), .events = POLLIN };
+		CHECK(poll(&p, 1, 2000) == 1);
+		CHECK(cuflag_group_drain(g2, &rec, 1) == 1);
+		CHECK(rec.slot == o && rec.completions == 1 && cuflag_slot_data(rec.slot) == g2);
+	}
 	cuflag_slot_release(o);
-	cuflag_group_destroy(g2);
+	CHECK_RC(cuflag_group_destroy(g2));
 	for (int i = 0; i < N; i++)
 		cuflag_slot_release(s[i]);
-	cuflag_group_destroy(g);
+	CHECK_RC(cuflag_group_destroy(g));
 	/* The id is free again, and the new group starts empty. */
 	CHECK_RC(cuflag_group_create(c, &g));
 	expect_quiet(g);

@@ -38,7 +38,7 @@ _PROTOTYPES = {
     "cuflag_cuda_capturing": (ctypes.c_int, [ctypes.c_void_p]),
     "cuflag_cuda_check": (ctypes.c_int, [slot_p]),
     "cuflag_group_create": (ctypes.c_int, [client_p, ctypes.POINTER(group_p)]),
-    "cuflag_group_destroy": (None, [group_p]),
+    "cuflag_group_destroy": (ctypes.c_int, [group_p]),
     "cuflag_group_fd": (ctypes.c_int, [group_p]),
     "cuflag_group_slots_acquire": (ctypes.c_int, [group_p, ctypes.c_uint, ctypes.POINTER(slot_p)]),
     "cuflag_group_drain": (ctypes.c_int, [group_p, ctypes.POINTER(Completion), ctypes.c_uint]),

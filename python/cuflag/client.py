@@ -69,7 +69,7 @@ class _Connection:
         if self.ptr is not None:
             for ptr in slots:
                 _lib.lib().cuflag_slot_release(ptr)
-            _lib.lib().cuflag_group_destroy(held.ptr)
+            _lib.check(_lib.lib().cuflag_group_destroy(held.ptr))  # its slots are gone
         held.ptr = None
 
     def release_grouped(self, held, slot_ptr):

@@ -42,6 +42,42 @@ class ErrorTest(DaemonTestCase):
                 slot.wait(target + 5, timeout=1)
             self.assertEqual(e.exception.errno, errno.EINVAL)
 
+    def test_never_armed_as_in_c(self):
+        """The values a wait may name, as tests/test-basic.c's never_armed
+        asks the C library: the start (0 on a fresh slot, 2^30 past the
+        last armed value on a slot handed out again) up to the last armed;
+        anything else is EINVAL at once, in wait() and reached() alike."""
+        def einval(call, *args):
+            with self.assertRaises(OSError) as e:
+                call(*args)
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+
+        slots = self.client.acquire_many(4)
+        start = slots[0].flag
+        self.assertEqual(start, 0)
+        slots[0].wait(start, timeout=0)
+        for target in (start + 1, (start - 1) & 0xFFFFFFFF, 5):
+            einval(slots[0].wait, target, 0)
+            einval(slots[0].reached, target)
+        last = {}
+        for i, slot in enumerate(slots):
+            for _ in range(i + 1):
+                last[slot.id] = slot.arm()
+            slot.store(last[slot.id])
+            slot.wait(last[slot.id], timeout=2)
+        self.assertTrue(slots[0].reached(last[slots[0].id] - 1))
+        for slot in slots:
+            slot.release()
+        with self.client.acquire() as again:
+            start = again.flag
+            self.assertEqual(start, last[again.id] + 2**30)
+            again.wait(start, timeout=0)
+            einval(again.wait, 7, 0)
+            einval(again.wait, start - 1, 0)
+            target = again.arm()
+            self.assertEqual(target, start + 1)
+            self.assertFalse(again.reached(target))
+
     def test_slot_limit(self):
         with self.assertRaises(OSError) as e:
             self.client.acquire_many(5)

@@ -138,19 +138,50 @@ CUFLAG_API void cuflag_slot_release(cuflag_slot *s);
  * The fd is non-blocking; read it with cuflag_slot_consume() or read(2) of
  * 8 bytes. It stays owned by the slot: do not close it.
  * Return: the fd (>= 0), or -EOPNOTSUPP for a slot of a group: it has no
- * eventfd of its own (poll cuflag_group_fd()).
+ * eventfd of its own (poll cuflag_group_fd()), -EINVAL for NULL.
  */
 CUFLAG_API int cuflag_slot_fd(const cuflag_slot *s);
 
 /**
  * cuflag_slot_flag() - host address of the slot's flag.
- * The device, or a test writer, stores the armed target here (an aligned
- * 32-bit store with release order). Reading it tells the current value.
+ * The device stores the armed target here; a CPU completer calls
+ * cuflag_slot_complete(), which is an aligned 32-bit store with release
+ * order: __atomic_store_n(flag, target, __ATOMIC_RELEASE). Reading it tells
+ * the current value.
+ * Return: the address, or NULL for NULL.
  */
 CUFLAG_API volatile uint32_t *cuflag_slot_flag(const cuflag_slot *s);
 
-/** cuflag_slot_id() - the slot's index in the client's region (>= 0). */
+/**
+ * cuflag_slot_id() - the slot's index in the client's region.
+ * Return: the id (>= 0), or -EINVAL for NULL.
+ */
 CUFLAG_API int cuflag_slot_id(const cuflag_slot *s);
+
+/**
+ * cuflag_slot_complete() - complete the work armed as @value, from the CPU:
+ * store @value into the slot's flag with release order, as the device's
+ * write does (what the work wrote is visible before the flag moves).
+ * For completers on the host (a thread pool, a simulated device, tests).
+ * Return: 0, or -EINVAL (NULL, or @value was never reserved on this slot:
+ * see cuflag_slot_wait() for which values are).
+ */
+CUFLAG_API int cuflag_slot_complete(cuflag_slot *s, uint32_t value);
+
+/**
+ * cuflag_slot_set_data() - attach the caller's pointer to the slot, to find
+ * its request again from a cuflag_completion record (or anywhere the slot is
+ * at hand) without a side table. The library never looks at it; it is NULL
+ * on a new slot and kept across daemon restarts.
+ * Return: 0, or -EINVAL for a NULL slot.
+ */
+CUFLAG_API int cuflag_slot_set_data(cuflag_slot *s, void *data);
+
+/**
+ * cuflag_slot_data() - the pointer last given to cuflag_slot_set_data().
+ * Return: it, or NULL (none set, or a NULL slot).
+ */
+CUFLAG_API void *cuflag_slot_data(const cuflag_slot *s);
 
 /**
  * cuflag_slot_arm() - reserve the slot's next timeline value and arm it.
@@ -182,7 +213,15 @@ CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
  * asked".
  * If the daemon goes away, the wait goes on by checking the flag itself,
  * and resumes with the daemon once one listens again.
- * Return: 0, -ETIMEDOUT, -EINVAL (@target was never armed on this slot),
+ *
+ * The values a wait may name are the slot's starting value (its flag when
+ * it was acquired, reached at once) up to the last value reserved by an arm,
+ * or the 2^31 values up to that one once more were reserved. A fresh slot
+ * starts at 0; a slot the daemon hands out again starts 2^30 past the last
+ * value armed on it before (so a late write of the old owner's timeline is
+ * never counted on the new one): starting values such as 1073741830 are
+ * normal. Any other value is refused at once (-EINVAL), never waited for.
+ * Return: 0, -ETIMEDOUT, -EINVAL (NULL, or @target was never armed on this slot),
  * -ECHILD (the client was connected by the parent of this process), or
  * the error that ended the wait (-EIO when a device fault stopped the work
  * the slot was waiting for; see cuflag_cuda.h).
@@ -232,7 +271,7 @@ CUFLAG_API int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd);
  * the number is the same but the connection behind it is new: an epoll
  * registration of the old one is gone (the kernel drops it when that
  * connection closes), so register the fd again once the hang-up was seen.
- * Return: the fd (>= 0).
+ * Return: the fd (>= 0), or -EINVAL for NULL.
  */
 CUFLAG_API int cuflag_client_fd(const cuflag_client *c);
 
@@ -283,15 +322,16 @@ CUFLAG_API int cuflag_group_create(cuflag_client *c, cuflag_group **out);
 
 /**
  * cuflag_group_destroy() - close the group and its eventfd. Its slots must
- * have been released first (a slot of a destroyed group is invalid). NULL is
- * accepted.
+ * have been released first: while one is held the group is left whole and
+ * usable (-EBUSY), to be destroyed once they are. NULL is accepted (0).
+ * Return: 0, or -EBUSY (a slot of the group is still held).
  */
-CUFLAG_API void cuflag_group_destroy(cuflag_group *g);
+CUFLAG_API int cuflag_group_destroy(cuflag_group *g);
 
 /**
  * cuflag_group_fd() - the group's eventfd: POLLIN while completions wait in
  * its ring. Read it only through cuflag_group_drain(). It stays the group's.
- * Return: the fd (>= 0).
+ * Return: the fd (>= 0), or -EINVAL for NULL.
  */
 CUFLAG_API int cuflag_group_fd(const cuflag_group *g);
 
@@ -329,6 +369,7 @@ CUFLAG_API int cuflag_group_drain(cuflag_group *g, struct cuflag_completion *out
 
 /**
  * cuflag_client_epoch() - the daemon's epoch: it changes at every daemon start.
+ * Return: the epoch, or 0 for NULL.
  */
 CUFLAG_API uint64_t cuflag_client_epoch(const cuflag_client *c);
 
