@@ -145,9 +145,21 @@ int cuflag__group_announce(struct cuflag_client *c, int sock, struct cuflag_grou
  * request's id is chosen here. Returns the reply's status (0 or a negative
  * errno from the daemon) or a transport error (-EPIPE, -ENOTCONN,
  * -ETIMEDOUT, ...); call->reply_len and call->reply_nfds describe what
- * arrived.
+ * arrived. A daemon gone away is resumed with first, as
+ * cuflag__request_retry() says.
  */
 int cuflag__request(struct cuflag_client *c, struct cuflag_call *call);
+
+/*
+ * The request-then-resume loop every request that needs the daemon goes
+ * through: run(c, sock, arg) with c->req_lock held, on the client's
+ * connection; when it finds the daemon gone, resume (waiting up to the
+ * resume timeout) and run it once more on the new connection. run's
+ * result, or -ENOTCONN (no daemon came back in time), -ESTALE or
+ * -EOPNOTSUPP (no resume can mend it).
+ */
+int cuflag__request_retry(struct cuflag_client *c,
+			  int (*run)(struct cuflag_client *c, int sock, void *arg), void *arg);
 
 /* Whether the daemon's socket has hung up (non-blocking check). */
 int cuflag__daemon_gone(struct cuflag_client *c);
@@ -169,14 +181,6 @@ static inline int cuflag__gone_error(int rc)
  * resumed, or the last attempt's error.
  */
 int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait);
-
-/* How long a request may wait for its reply. */
-#define REPLY_TIMEOUT_S 5
-
-/* A request found the daemon gone (seen on generation gen): resume, waiting
- * up to the resume timeout. 0 to send it again; -ESTALE / -EOPNOTSUPP (no
- * resume can mend it); else -ENOTCONN. */
-int cuflag__resume_for_request(struct cuflag_client *c, unsigned gen);
 
 /* HELLO on sock: the reply and the daemon page mapped. */
 int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_reply *r,

@@ -18,9 +18,6 @@
 #include "fdpass.h"
 #include "unix-socket.h"
 
-/* How long a request may wait for its reply. */
-#define REPLY_TIMEOUT_S 5
-
 CUFLAG_EXPORT const char *cuflag_version(void)
 {
 	return CUFLAG_VERSION;
@@ -47,22 +44,14 @@ int cuflag__request_on(struct cuflag_client *c, int sock, struct cuflag_call *ca
 	return cuflag_call_recv(sock, call);
 }
 
+static int request_run(struct cuflag_client *c, int sock, void *call)
+{
+	return cuflag__request_on(c, sock, call);
+}
+
 int cuflag__request(struct cuflag_client *c, struct cuflag_call *call)
 {
-	for (int tries = 0;; tries++) {
-		unsigned gen = atomic_load(&c->conn_gen);
-		int rc;
-
-		pthread_mutex_lock(&c->req_lock);
-		rc = cuflag__request_on(c, c->sock, call);
-		pthread_mutex_unlock(&c->req_lock);
-		/* The daemon went away: carry on with the one that listens now
-		 * (none within the resume timeout: -ENOTCONN). */
-		if (!cuflag__gone_error(rc) || tries)
-			return rc;
-		if ((rc = cuflag__resume_for_request(c, gen)))
-			return rc;
-	}
+	return cuflag__request_retry(c, request_run, call);
 }
 
 int cuflag__daemon_gone(struct cuflag_client *c)
@@ -257,7 +246,7 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	pthread_mutex_init(&c->arm_lock, NULL);
 	pthread_mutex_init(&c->slots_lock, NULL);
 	pthread_mutex_init(&c->resume_lock, NULL);
-	c->sock = cuflag_unix_connect(socket_path, REPLY_TIMEOUT_S);
+	c->sock = cuflag_unix_connect(socket_path, CUFLAG_REPLY_TIMEOUT_S);
 	if (c->sock < 0) {
 		rc = c->sock;
 		goto fail;

@@ -93,38 +93,47 @@ static struct cuflag_group *group_new(struct cuflag_client *c, int *err)
 	return g;
 }
 
+/* Making a group: listed first (a resume makes every listed group again),
+ * then announced; run again after a resume, which announced it already. */
+struct create_args {
+	struct cuflag_group *g;
+	int runs;
+};
+
+static int create_run(struct cuflag_client *c, int sock, void *arg)
+{
+	struct create_args *a = arg;
+	int rc = 0;
+
+	if (a->runs++)
+		return 0; /* the resume told the new daemon of it */
+	pthread_mutex_lock(&c->slots_lock);
+	a->g = group_new(c, &rc);
+	if (a->g)
+		c->groups[a->g->id] = a->g;
+	pthread_mutex_unlock(&c->slots_lock);
+	return a->g ? cuflag__group_announce(c, sock, a->g) : rc;
+}
+
 CUFLAG_EXPORT int cuflag_group_create(cuflag_client *c, cuflag_group **out)
 {
-	struct cuflag_group *g;
-	unsigned gen;
-	int rc = 0;
+	struct create_args a = { 0 };
+	int rc;
 
 	if (!c || !out)
 		return -EINVAL;
 	if (cuflag__forked(c))
 		return -ECHILD;
-	pthread_mutex_lock(&c->req_lock);
-	gen = atomic_load(&c->conn_gen);
-	pthread_mutex_lock(&c->slots_lock);
-	g = group_new(c, &rc);
-	if (g)
-		c->groups[g->id] = g; /* listed first: a resume makes it again */
-	pthread_mutex_unlock(&c->slots_lock);
-	if (g)
-		rc = cuflag__group_announce(c, c->sock, g);
-	pthread_mutex_unlock(&c->req_lock);
-	/* The daemon went away: the one that comes back is told of it by the
-	 * resume, as of every listed group. */
-	if (g && cuflag__gone_error(rc))
-		rc = cuflag__resume_for_request(c, gen);
-	if (rc && g) {
+	rc = cuflag__request_retry(c, create_run, &a);
+	if (rc && a.g) {
 		pthread_mutex_lock(&c->slots_lock);
-		c->groups[g->id] = NULL;
+		c->groups[a.g->id] = NULL;
 		pthread_mutex_unlock(&c->slots_lock);
-		cuflag__group_free(g);
+		cuflag__group_free(a.g);
 		return rc;
 	}
-	*out = g;
+	if (!rc)
+		*out = a.g;
 	return rc;
 }
 

@@ -34,15 +34,6 @@
 #define QUICK_REPLY_US 100000
 
 
-/* The layout a daemon offers is the one this client's region has. */
-static int same_layout(const struct cuflag_region_layout *l, const struct cuflag_msg_hello_reply *r)
-{
-	return l->nslots == r->nslots && l->queue_cap == r->queue_cap &&
-	       l->head_off == r->head_off && l->tail_off == r->tail_off &&
-	       l->queue_off == r->queue_off && l->state_off == r->state_off &&
-	       l->flags_off == r->flags_off && l->size == r->region_size;
-}
-
 /* ADOPT the slots of group g (NULL: those with their own eventfd), 64 a
  * message: grouped ones bring no fd, the group's rings for them. */
 static int adopt_slots(struct cuflag_client *c, int sock, struct cuflag_group *g)
@@ -109,6 +100,7 @@ static int resume_once(struct cuflag_client *c, int quick)
 {
 	struct cuflag_msg_attach m = { .epoch = c->epoch };
 	struct cuflag_msg_hello_reply r;
+	struct cuflag_region_layout offered;
 	const struct cuflag_daemon_page *dp = NULL, *old;
 	struct retired_page *ret;
 	uint8_t reply[CUFLAG_MSG_MAX];
@@ -121,7 +113,7 @@ static int resume_once(struct cuflag_client *c, int quick)
 	ret = malloc(sizeof(*ret));
 	if (!ret)
 		return -ENOMEM;
-	sock = cuflag_unix_connect(c->path, REPLY_TIMEOUT_S);
+	sock = cuflag_unix_connect(c->path, CUFLAG_REPLY_TIMEOUT_S);
 	if (sock < 0) {
 		free(ret);
 		return sock;
@@ -139,7 +131,8 @@ static int resume_once(struct cuflag_client *c, int quick)
 	rc = cuflag__hello(c, sock, &r, &dp, &dp_size);
 	if (rc)
 		goto out;
-	if (!same_layout(&c->layout, &r) || (int)r.slab != c->slab) {
+	cuflag_region_layout_from_reply(&offered, &r);
+	if (!cuflag_region_layout_equal(&c->layout, &offered) || (int)r.slab != c->slab) {
 		rc = -ESTALE;
 		goto out;
 	}
@@ -230,13 +223,25 @@ int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait)
 	}
 }
 
-int cuflag__resume_for_request(struct cuflag_client *c, unsigned gen)
+int cuflag__request_retry(struct cuflag_client *c,
+			  int (*run)(struct cuflag_client *c, int sock, void *arg), void *arg)
 {
-	int rc = cuflag__resume(c, gen, 1);
+	for (int tries = 0;; tries++) {
+		unsigned gen = atomic_load(&c->conn_gen);
+		int rc;
 
-	if (rc && rc != -ESTALE && rc != -EOPNOTSUPP)
-		rc = -ENOTCONN; /* no daemon came back within the resume timeout */
-	return rc;
+		pthread_mutex_lock(&c->req_lock);
+		rc = run(c, c->sock, arg);
+		pthread_mutex_unlock(&c->req_lock);
+		/* The daemon went away: carry on with the one that listens now. */
+		if (!cuflag__gone_error(rc) || tries)
+			return rc;
+		rc = cuflag__resume(c, gen, 1);
+		if (rc)
+			/* None came back within the resume timeout, unless no
+			 * resume can mend it. */
+			return rc == -ESTALE || rc == -EOPNOTSUPP ? rc : -ENOTCONN;
+	}
 }
 
 CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)

@@ -130,7 +130,7 @@ static void slot_unlink(struct cuflag_client *c, struct cuflag_slot *s)
 
 /* Tell the daemon to free ids (one batch). Never resumes: a daemon that went
  * away freed them, and a resume does not hand over slots no longer listed. */
-static int free_ids_locked(struct cuflag_client *c, const uint32_t *ids, uint32_t n)
+static int free_ids_locked(struct cuflag_client *c, int sock, const uint32_t *ids, uint32_t n)
 {
 	struct cuflag_msg_free m = { .count = n };
 	uint8_t reply[CUFLAG_MSG_MAX];
@@ -141,7 +141,7 @@ static int free_ids_locked(struct cuflag_client *c, const uint32_t *ids, uint32_
 	};
 
 	memcpy(m.ids, ids, n * sizeof(uint32_t));
-	return cuflag__request_on(c, c->sock, &call);
+	return cuflag__request_on(c, sock, &call);
 }
 
 static int free_ids(struct cuflag_client *c, const uint32_t *ids, uint32_t n)
@@ -149,7 +149,7 @@ static int free_ids(struct cuflag_client *c, const uint32_t *ids, uint32_t n)
 	int rc;
 
 	pthread_mutex_lock(&c->req_lock);
-	rc = free_ids_locked(c, ids, n);
+	rc = free_ids_locked(c, c->sock, ids, n);
 	pthread_mutex_unlock(&c->req_lock);
 	return rc;
 }
@@ -177,12 +177,12 @@ static struct cuflag_slot *slot_new(struct cuflag_client *c, const struct cuflag
 
 /*
  * One ALLOC round trip for n (<= CUFLAG_BATCH_MAX) slots, on sock with
- * c->req_lock held. The slots are linked into the client's list before the
+ * c->req_lock held (through cuflag__request_retry()). The slots are linked into the client's list before the
  * lock is let go: a resume (which holds it) hands the new daemon every slot
  * the old one granted.
  */
-static int alloc_batch_locked(struct cuflag_client *c, struct cuflag_group *g, unsigned n,
-			      struct cuflag_slot **out)
+static int alloc_batch_locked(struct cuflag_client *c, int sock, struct cuflag_group *g,
+			      unsigned n, struct cuflag_slot **out)
 {
 	struct cuflag_msg_alloc m = { .count = n, .group = g ? g->id + 1 : 0 };
 	uint8_t reply[CUFLAG_MSG_MAX];
@@ -194,7 +194,7 @@ static int alloc_batch_locked(struct cuflag_client *c, struct cuflag_group *g, u
 				    .reply = reply, .reply_fds = fds, .max_fds = CUFLAG_BATCH_MAX };
 	int rc;
 
-	rc = cuflag__request_on(c, c->sock, &call);
+	rc = cuflag__request_on(c, sock, &call);
 	nfds = call.reply_nfds;
 	if (rc) {
 		cuflag_close_fds(fds, nfds);
@@ -225,7 +225,7 @@ static int alloc_batch_locked(struct cuflag_client *c, struct cuflag_group *g, u
 		for (unsigned k = 0; k < r.count && k < n; k++)
 			ids[k] = r.grants[k].id;
 		if (r.count == n)
-			(void)free_ids_locked(c, ids, n);
+			(void)free_ids_locked(c, sock, ids, n);
 		return rc;
 	}
 	for (i = 0; i < n; i++)
@@ -233,21 +233,18 @@ static int alloc_batch_locked(struct cuflag_client *c, struct cuflag_group *g, u
 	return 0;
 }
 
-static int alloc_batch(struct cuflag_client *c, struct cuflag_group *g, unsigned n,
-		       struct cuflag_slot **out)
-{
-	for (int tries = 0;; tries++) {
-		unsigned gen = atomic_load(&c->conn_gen);
-		int rc;
+/* An ALLOC round trip's arguments, for cuflag__request_retry(). */
+struct alloc_args {
+	struct cuflag_group *g;
+	unsigned n;
+	struct cuflag_slot **out;
+};
 
-		pthread_mutex_lock(&c->req_lock);
-		rc = alloc_batch_locked(c, g, n, out);
-		pthread_mutex_unlock(&c->req_lock);
-		if (!cuflag__gone_error(rc) || tries)
-			return rc;
-		if ((rc = cuflag__resume_for_request(c, gen)))
-			return rc;
-	}
+static int alloc_run(struct cuflag_client *c, int sock, void *arg)
+{
+	struct alloc_args *a = arg;
+
+	return alloc_batch_locked(c, sock, a->g, a->n, a->out);
 }
 
 int cuflag__slots_acquire(struct cuflag_client *c, struct cuflag_group *g, unsigned n,
@@ -262,7 +259,8 @@ int cuflag__slots_acquire(struct cuflag_client *c, struct cuflag_group *g, unsig
 		return -ECHILD;
 	while (done < n) {
 		unsigned k = n - done > CUFLAG_BATCH_MAX ? CUFLAG_BATCH_MAX : n - done;
-		rc = alloc_batch(c, g, k, out + done);
+		struct alloc_args a = { .g = g, .n = k, .out = out + done };
+		rc = cuflag__request_retry(c, alloc_run, &a);
 		if (rc)
 			break;
 		done += k;

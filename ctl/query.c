@@ -10,8 +10,6 @@
 #include "fd-util.h"
 #include "unix-socket.h"
 
-/* A daemon that does not answer within this is reported, not waited for. */
-#define REPLY_TIMEOUT_S 5
 /* More than a daemon can hold (max-clients is at most 65536): a runaway list. */
 #define CLIENTS_MAX (1u << 17)
 
@@ -23,8 +21,8 @@ static int fail(struct ctl_conn *c, int err, const char *what)
 
 int ctl_open(struct ctl_conn *c, const char *path)
 {
-	/* Blocking with a timeout: a stuck daemon makes us fail, not hang. */
-	int fd = cuflag_unix_connect(path, REPLY_TIMEOUT_S);
+	/* Blocking with a timeout: a stuck daemon is reported, not waited for. */
+	int fd = cuflag_unix_connect(path, CUFLAG_REPLY_TIMEOUT_S);
 
 	c->next_id = 0;
 	c->why[0] = 0;

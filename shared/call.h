@@ -11,6 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* How long a requester waits for a reply (the socket's timeouts). */
+#define CUFLAG_REPLY_TIMEOUT_S 5
+
 struct cuflag_call {
 	/* The request: its type and id (chosen by the caller), body and fds. */
 	uint16_t type;

@@ -345,6 +345,18 @@ void cuflag_region_layout_from_reply(struct cuflag_region_layout *l,
 	};
 }
 
+int cuflag_region_layout_equal(const struct cuflag_region_layout *a,
+			       const struct cuflag_region_layout *b)
+{
+	/* Field by field: the struct has padding, which memcmp would read. */
+	return a->nslots == b->nslots && a->queue_cap == b->queue_cap &&
+	       a->head_off == b->head_off && a->tail_off == b->tail_off &&
+	       a->queue_off == b->queue_off && a->state_off == b->state_off &&
+	       a->flags_off == b->flags_off && a->groups_off == b->groups_off &&
+	       a->ngroups == b->ngroups && a->ring_cap == b->ring_cap &&
+	       a->ring_size == b->ring_size && a->size == b->size;
+}
+
 /* [off, off+len) lies inside size; widened so no sum wraps. */
 static int inside(uint64_t off, uint64_t len, uint64_t size)
 {

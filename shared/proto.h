@@ -56,6 +56,11 @@ void cuflag_region_layout_to_reply(struct cuflag_msg_hello_reply *r,
 void cuflag_region_layout_from_reply(struct cuflag_region_layout *l,
 				     const struct cuflag_msg_hello_reply *r);
 
+/* Whether two layouts are the same in every field: a region made for one
+ * can be handed to a daemon that offers the other. */
+int cuflag_region_layout_equal(const struct cuflag_region_layout *a,
+			       const struct cuflag_region_layout *b);
+
 /*
  * Check a layout offered by a peer against the size of the memory behind it:
  * every part inside, aligned, not overlapping, the queue a power of two.

@@ -299,6 +299,48 @@ START_TEST(test_layout_rejects)
 }
 END_TEST
 
+/* Which bits of a layout are its fields' (set) rather than padding (clear). */
+static void layout_field_bits(struct cuflag_region_layout *mask)
+{
+	memset(mask, 0xff, sizeof(*mask));
+#if defined(__has_builtin) && __has_builtin(__builtin_clear_padding)
+	__builtin_clear_padding(mask);
+#else
+	/* Without the builtin, the padding the compiler has on x86-64 and arm64. */
+	memset((uint8_t *)mask + offsetof(struct cuflag_region_layout, ring_size) + 4, 0,
+	       offsetof(struct cuflag_region_layout, size) -
+		       offsetof(struct cuflag_region_layout, ring_size) - 4);
+#endif
+}
+
+START_TEST(test_layout_equal_every_field)
+{
+	struct cuflag_region_layout a, b, mask;
+	unsigned bits = 0;
+
+	memset(&a, 0, sizeof(a)); /* padding alike in both copies */
+	ck_assert_int_eq(cuflag_region_layout_make(&a, 100, 64, 2, 16, 4096), 0);
+	memcpy(&b, &a, sizeof(a));
+	ck_assert(cuflag_region_layout_equal(&a, &b));
+	/* Every bit of every field, in turn, makes them differ: a field left
+	 * out of the comparison fails here, whichever it is. */
+	layout_field_bits(&mask);
+	for (size_t i = 0; i < sizeof(a); i++) {
+		for (unsigned bit = 0; bit < 8; bit++) {
+			uint8_t m = (uint8_t)(1u << bit);
+			if (!(((uint8_t *)&mask)[i] & m))
+				continue;
+			memcpy(&b, &a, sizeof(a));
+			((uint8_t *)&b)[i] ^= m;
+			ck_assert_msg(!cuflag_region_layout_equal(&a, &b),
+				      "byte %zu bit %u of the layout is not compared", i, bit);
+			bits++;
+		}
+	}
+	ck_assert_uint_gt(bits, 8 * (sizeof(a) - sizeof(uint64_t))); /* padding is less */
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *tests[] = {
@@ -314,6 +356,7 @@ int main(void)
 		test_fdpass_truncated_message,
 		test_layout_make_and_check,
 		test_layout_rejects,
+		test_layout_equal_every_field,
 		NULL,
 	};
 
