@@ -15,6 +15,7 @@ static int load_rc = -ENODEV;
 
 static const struct cuflag_cuda_sym syms[] = {
 	SYM(StreamGetCtx, cuStreamGetCtx),
+	SYM(CtxGetCurrent, cuCtxGetCurrent),
 	SYM(CtxPushCurrent, cuCtxPushCurrent),
 	SYM(CtxPopCurrent, cuCtxPopCurrent),
 	SYM(MemHostRegister, cuMemHostRegister),

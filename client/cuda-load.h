@@ -13,6 +13,7 @@
 
 struct cuflag_cuda_api {
 	CUresult (*StreamGetCtx)(CUstream, CUcontext *);
+	CUresult (*CtxGetCurrent)(CUcontext *);
 	CUresult (*CtxPushCurrent)(CUcontext);
 	CUresult (*CtxPopCurrent)(CUcontext *);
 	CUresult (*MemHostRegister)(void *, size_t, unsigned int);

@@ -54,3 +54,13 @@ CUFLAG_EXPORT int cuflag_cuda_capturing(void *stream)
 	(void)stream;
 	return -ENOSYS;
 }
+
+/* The signature without CUdeviceptr, an unsigned integer of pointer size in cuda.h. */
+CUFLAG_EXPORT int cuflag_cuda_slot_devptr(cuflag_slot *s, unsigned long long *out);
+
+CUFLAG_EXPORT int cuflag_cuda_slot_devptr(cuflag_slot *s, unsigned long long *out)
+{
+	(void)s;
+	(void)out;
+	return -ENOSYS;
+}

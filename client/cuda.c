@@ -338,6 +338,39 @@ CUFLAG_EXPORT int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *
 	return arm_after(s, stream, ctx, cc, dflag, target);
 }
 
+/*
+ * The flag's address for a kernel of the current context: the same
+ * registration and per-context cache as a signal's, so a slot signalled
+ * both ways registers its pages once. Nothing is armed: the kernel's values
+ * are armed by cuflag_slot_arm*().
+ */
+CUFLAG_EXPORT int cuflag_cuda_slot_devptr(cuflag_slot *s, CUdeviceptr *out)
+{
+	struct cuda_client *cc;
+	CUcontext ctx = NULL;
+	CUdeviceptr base;
+	int rc;
+
+	if (!s || !out)
+		return -EINVAL;
+	if (cuflag__forked(s->c))
+		return -ECHILD;
+	if (cuflag__cuda_load())
+		return -ENODEV;
+	if (cuflag__cu.CtxGetCurrent(&ctx) != CUDA_SUCCESS)
+		return -ENODEV; /* cuInit was not called, or the driver is unusable */
+	if (!ctx)
+		return -EINVAL;
+	cc = cuda_client_get(s->c);
+	if (!cc)
+		return -ENOMEM;
+	rc = ctx_get(s->c, cc, ctx, &base, NULL);
+	if (rc)
+		return rc;
+	*out = base + (CUdeviceptr)s->id * sizeof(uint32_t);
+	return 0;
+}
+
 CUFLAG_EXPORT int cuflag_cuda_launched(cuflag_slot *s, CUstream stream, uint32_t *target)
 {
 	CUcontext ctx = NULL;

@@ -394,6 +394,49 @@ CUFLAG_EXPORT int cuflag_slot_arm(cuflag_slot *s, uint32_t *target)
 	return rc;
 }
 
+/* Values that may be reserved in one arm_many call. */
+#define ARM_MANY_MAX (1u << 30)
+
+/*
+ * n values in one arm entry, of the last of them: the scanner keeps the
+ * highest value armed and counts min(flag, highest) - signalled, so the n-1
+ * values below it need no entry of their own, and a kernel storing them one
+ * by one is counted at each store as if each had been armed.
+ */
+CUFLAG_EXPORT int cuflag_slot_arm_many(cuflag_slot *s, unsigned n, uint32_t *first)
+{
+	uint32_t next, last, rec, base;
+	int rc;
+
+	if (!s || !first || n == 0 || n > ARM_MANY_MAX)
+		return -EINVAL;
+	if (cuflag__forked(s->c))
+		return -ECHILD;
+	pthread_mutex_lock(&s->lock);
+	next = atomic_load_explicit(&s->next, memory_order_relaxed);
+	last = next + n;
+	/* The daemon refuses an arm 2^31 or more past what it signalled (it
+	 * could not tell it from a value behind): say so here instead of
+	 * losing the arm. What it signalled is its record in the region, or
+	 * what this slot counted, whichever is further on (a new slot's record
+	 * may still be the previous owner's timeline). */
+	rec = __atomic_load_n(&s->c->states[s->id].signalled, __ATOMIC_ACQUIRE);
+	base = atomic_load(&s->consumed);
+	if (cuflag_tl_after(rec, base))
+		base = rec;
+	if (last - base >= 0x80000000u) {
+		pthread_mutex_unlock(&s->lock);
+		return -EOVERFLOW;
+	}
+	rc = cuflag__publish(s, last);
+	if (rc == 0)
+		atomic_store_explicit(&s->next, last, memory_order_relaxed);
+	pthread_mutex_unlock(&s->lock);
+	if (rc == 0)
+		*first = next + 1;
+	return rc;
+}
+
 /* ---------------------------------------------------------------- */
 /* Waiting                                                           */
 /* ---------------------------------------------------------------- */

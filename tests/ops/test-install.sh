@@ -36,6 +36,7 @@ need "$libdir/libcuflag-client.so.$VERSION"
 	{ echo "missing: the libcuflag-client.so.N soname link"; fail=1; }
 need "$incdir/cuflag/cuflag.h"
 need "$incdir/cuflag/cuflag_cuda.h"
+need "$incdir/cuflag/cuflag_device.h"
 need "$libdir/pkgconfig/cuflag-client.pc"
 need "$mandir/man8/cuflagd.8"
 need "$mandir/man1/cuflagctl.1"

@@ -201,6 +201,31 @@ CUFLAG_API void *cuflag_slot_data(const cuflag_slot *s);
 CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
 
 /**
+ * cuflag_slot_arm_many() - reserve the slot's next @n values and arm them.
+ * @n: how many values, 1 to 2^30.
+ * @first: receives the first of them; the values are *@first to
+ *         *@first + @n - 1 (wrapping at 2^32), in order after any value
+ *         reserved before.
+ *
+ * For work that completes many values by itself, such as a kernel signalling
+ * from inside (cuflag/cuflag_device.h): it may store the values one by one
+ * (each store is counted, and a store that skips values counts all of those
+ * it passed), only the last one, or add one per completion. The daemon counts
+ * min(flag, highest value armed) minus what it signalled before, so a writer
+ * that runs ahead of the arms is counted once the arms reach it, never past
+ * what was armed; arming before the writer can get there keeps the wake
+ * latency of each value. For a slot of a group, one record per scanner pass
+ * carries all the values that landed since the last. One arm entry whatever
+ * @n, with the costs of cuflag_slot_arm().
+ * Return: 0, or -EINVAL (NULL argument, @n 0 or above 2^30), -EOVERFLOW (the
+ * slot would have 2^31 or more values armed and not yet signalled: the
+ * daemon could not tell the last from a value behind; wait for earlier
+ * values first), or an error of cuflag_slot_arm() (-ENOTCONN, -ESTALE,
+ * -ECHILD, a resume error). On error nothing is reserved.
+ */
+CUFLAG_API int cuflag_slot_arm_many(cuflag_slot *s, unsigned n, uint32_t *first);
+
+/**
  * cuflag_slot_wait() - block until the flag reaches @target.
  * @timeout_ms: -1 waits for ever, 0 only checks.
  *

@@ -88,6 +88,34 @@ CUFLAG_API int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *tar
 CUFLAG_API int cuflag_cuda_launched(cuflag_slot *s, CUstream stream, uint32_t *target);
 
 /**
+ * cuflag_cuda_slot_devptr() - the slot's flag as a device address, for a
+ * kernel that completes the slot from inside (cuflag/cuflag_device.h).
+ * @out: receives the address, valid in the calling thread's current context
+ *       (and, the registration being PORTABLE, usually in every context of
+ *       the process: ask each context to be sure).
+ *
+ * On first use in a context the client's flag pages are registered in it,
+ * exactly as by cuflag_cuda_signal() (cuMemHostRegister, DEVICEMAP|PORTABLE;
+ * undone at disconnect). Nothing is armed: arm the values the kernel will
+ * write with cuflag_slot_arm() or cuflag_slot_arm_many(), and let the kernel
+ * store only those (see cuflag_slot_arm_many() for what a kernel ahead of
+ * the arms gets). The address stays valid while the client is connected,
+ * across daemon restarts (the flag pages are this process's memory, handed
+ * to each new daemon; with --slab cuda-ipc the client cannot resume at all),
+ * until cuflag_disconnect(): let the kernels that hold it end first. A
+ * child of fork(2) gets -ECHILD and must connect anew; the address the
+ * parent got means nothing in the child's own contexts.
+ * Return: 0, or -ENOSYS (built without CUDA), -EINVAL (NULL argument, or no
+ * context is current in this thread: cuCtxSetCurrent() or
+ * cuDevicePrimaryCtxRetain() first; a framework such as PyTorch or CuPy makes
+ * its context current when it first uses the device), -ENODEV (no driver,
+ * cuInit() not called, or the pages cannot be mapped for this device),
+ * -ENOMEM, -ECHILD (the slot's client was connected by the parent of this
+ * process).
+ */
+CUFLAG_API int cuflag_cuda_slot_devptr(cuflag_slot *s, CUdeviceptr *out);
+
+/**
  * cuflag_cuda_capturing() - is @stream being captured into a graph?
  * Lets a caller that must not record into a graph (a synchronize) tell
  * beforehand, and one that got *target 0 from cuflag_cuda_signal() tell a
