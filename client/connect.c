@@ -23,6 +23,11 @@ CUFLAG_EXPORT const char *cuflag_version(void)
 	return CUFLAG_VERSION;
 }
 
+CUFLAG_EXPORT const char *cuflag_connect_hint(int err)
+{
+	return cuflag_unix_connect_hint(err);
+}
+
 CUFLAG_EXPORT int cuflag_client_fd(const cuflag_client *c)
 {
 	return c ? c->sock : -EINVAL;

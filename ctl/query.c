@@ -27,7 +27,13 @@ int ctl_open(struct ctl_conn *c, const char *path)
 	c->next_id = 0;
 	c->why[0] = 0;
 	c->fd = fd < 0 ? -1 : fd;
-	return fd < 0 ? fail(c, fd, path) : 0;
+	if (fd < 0) {
+		const char *hint = cuflag_unix_connect_hint(fd);
+		snprintf(c->why, sizeof(c->why), "%s: %s%s%s", path, strerror(-fd),
+			 hint ? ": " : "", hint ? hint : "");
+		return fd;
+	}
+	return 0;
 }
 
 void ctl_close(struct ctl_conn *c)

@@ -15,7 +15,7 @@ struct ctl_conn {
 	int fd;
 	uint32_t next_id;
 	/* Why the last call failed, in words: the daemon's reason or ours. */
-	char why[CUFLAG_REASON_MAX];
+	char why[CUFLAG_REASON_MAX + 256]; /* the daemon's reason, or ours with a hint */
 };
 
 /*

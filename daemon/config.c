@@ -20,6 +20,8 @@ static void usage(FILE *f)
 		"GPU completion flags for every process on the node.\n\n"
 		"  --socket PATH             listen on PATH (default: socket activation, else\n"
 		"                            " CUFLAG_DEFAULT_SOCKET ")\n"
+		"  --socket-group GROUP      the socket's group, and of the directory made for it\n"
+		"  --socket-mode MODE        the socket's mode, octal (default 0660)\n"
 		"  --max-clients N           clients holding a region at once (default 256)\n"
 		"  --max-clients-per-uid N   of those, per user id (default: max-clients / 4)\n"
 		"  --max-connections-per-uid N\n"
@@ -35,8 +37,10 @@ static void usage(FILE *f)
 		"                            (default 2000; STATS and CLIENTS need no HELLO)\n"
 		"  --admin-group GROUP       members, like root, are never refused a connection\n"
 		"                            and see every client (default: root only)\n"
-		"  --write-budget-us N       eventfd write time a user's clients may cost the\n"
-		"                            scanner beyond 10%% of its time (default 2000)\n"
+		"  --write-budget-us N       eventfd write time one user's clients may cost the\n"
+		"                            scanner beyond 20 us a write and 200 us a pass,\n"
+		"                            summed in a bucket that drains at a tenth of real\n"
+		"                            time, before the client is dropped (default 2000)\n"
 		"  --slots-per-client N      slots (flags) per client (default 1024)\n"
 		"  --queue-size N            arm queue entries per client, power of two\n"
 		"                            (default 1024)\n"
@@ -77,8 +81,8 @@ static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max,
 	return 0;
 }
 
-/* A group name or number. */
-static int parse_group(const char *s, int64_t *gid)
+/* A group name or number, for option opt. */
+static int parse_group(const char *opt, const char *s, int64_t *gid)
 {
 	struct group *g = getgrnam(s);
 	uint64_t v;
@@ -87,11 +91,11 @@ static int parse_group(const char *s, int64_t *gid)
 		*gid = g->gr_gid;
 		return 0;
 	}
-	if (s[0] >= '0' && s[0] <= '9' && !parse_u64("--admin-group", s, 0, UINT32_MAX - 1, &v)) {
+	if (s[0] >= '0' && s[0] <= '9' && !parse_u64(opt, s, 0, UINT32_MAX - 1, &v)) {
 		*gid = (int64_t)v;
 		return 0;
 	}
-	fprintf(stderr, "cuflagd: --admin-group: no group '%s'\n", s);
+	fprintf(stderr, "cuflagd: %s: no group '%s'\n", opt, s);
 	return -EINVAL;
 }
 
@@ -127,7 +131,8 @@ static const struct num_opt num_opts[] = {
 };
 #define NUM_OPTS (sizeof(num_opts) / sizeof(num_opts[0]))
 
-enum { O_SOCKET = 256, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_ADMIN, O_SCANNER, O_NOMETRICS, O_NUM };
+enum { O_SOCKET = 256, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_ADMIN, O_SCANNER, O_NOMETRICS,
+       O_SOCKGRP, O_SOCKMODE, O_NUM };
 
 static int parse_num(struct cuflagd_config *cfg, const struct num_opt *o, const char *arg)
 {
@@ -184,7 +189,20 @@ static int parse_other(struct cuflagd_config *cfg, int c, const char *arg)
 		return 0;
 	}
 	case O_ADMIN:
-		return parse_group(arg, &cfg->admin_gid);
+		return parse_group("--admin-group", arg, &cfg->admin_gid);
+	case O_SOCKGRP:
+		return parse_group("--socket-group", arg, &cfg->socket_gid);
+	case O_SOCKMODE: {
+		char *end;
+		unsigned long m = strtoul(arg, &end, 8);
+		if (!arg[0] || *end || m > 0777 || !(m & 0600)) {
+			fprintf(stderr, "cuflagd: --socket-mode: '%s' is not an octal mode "
+				"(0600..0777, the owner reading and writing)\n", arg);
+			return -EINVAL;
+		}
+		cfg->socket_mode = (uint32_t)m;
+		return 0;
+	}
 	case O_SCANNER:
 		return parse_word("scanner-mode", arg, "spin", SCANNER_SPIN, "adaptive",
 				  SCANNER_ADAPTIVE, &cfg->scanner_mode);
@@ -231,8 +249,10 @@ static int finish(struct cuflagd_config *cfg)
 
 int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 {
-	struct option opts[NUM_OPTS + 10] = {
+	static const struct option named[] = {
 		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "socket-group", required_argument, NULL, O_SOCKGRP },
+		{ "socket-mode", required_argument, NULL, O_SOCKMODE },
 		{ "slab", required_argument, NULL, O_SLAB },
 		{ "log-level", required_argument, NULL, O_LOG },
 		{ "admin-group", required_argument, NULL, O_ADMIN },
@@ -242,11 +262,14 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		{ "scanner-mode", required_argument, NULL, O_SCANNER },
 		{ "no-metrics", no_argument, NULL, O_NOMETRICS },
 	};
+	enum { NAMED = sizeof(named) / sizeof(named[0]) };
+	struct option opts[NAMED + NUM_OPTS + 1] = { 0 };
 	int c, rc;
 
+	memcpy(opts, named, sizeof(named));
 	for (size_t i = 0; i < NUM_OPTS; i++)
-		opts[9 + i] = (struct option){ num_opts[i].name, required_argument, NULL,
-					       O_NUM + (int)i };
+		opts[NAMED + i] = (struct option){ num_opts[i].name, required_argument, NULL,
+						   O_NUM + (int)i };
 	*cfg = (struct cuflagd_config){
 		.max_clients = 256,
 		.slots_per_client = 1024,
@@ -262,6 +285,8 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		.max_pending_per_uid = 16384,
 		.hello_timeout_ms = 2000,
 		.admin_gid = -1,
+		.socket_gid = -1,
+		.socket_mode = 0660,
 		.write_budget_us = 2000,
 		.stuck_ms = 10000,
 	};

@@ -9,6 +9,8 @@
 
 struct cuflagd_config {
 	const char *socket_path;     /* NULL: socket activation, else the default */
+	int64_t socket_gid;          /* --socket-group, or -1: the daemon's */
+	uint32_t socket_mode;        /* --socket-mode */
 	uint32_t max_clients;        /* sessions (regions) at once */
 	uint32_t max_clients_per_uid;  /* regions per uid */
 	uint32_t max_connections_per_uid; /* connections per uid, HELLO or not */

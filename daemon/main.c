@@ -34,11 +34,15 @@ static void raise_fd_limit(struct cuflagd_config *cfg)
 			share = rl.rlim_cur > 1280 ? (rl.rlim_cur - 256) / 4 : 256;
 		cfg->max_slots_per_uid = share > UINT32_MAX ? UINT32_MAX : (uint32_t)share;
 	}
+	/* Said in the words of whoever set the limit: a unit (systemd sets
+	 * INVOCATION_ID for what it starts) or the shell. */
 	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
 		log_warn("open-file limit %llu is below what %u clients x %u slots need (%llu): "
-			 "raise LimitNOFILE",
+			 "%s, or lower --max-clients / --slots-per-client",
 			 (unsigned long long)rl.rlim_cur, cfg->max_clients, cfg->slots_per_client,
-			 (unsigned long long)want);
+			 (unsigned long long)want,
+			 getenv("INVOCATION_ID") ? "raise LimitNOFILE= in the unit"
+						 : "raise the hard limit (ulimit -Hn, as root)");
 }
 
 int main(int argc, char **argv)

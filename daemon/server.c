@@ -23,6 +23,7 @@
 #include "notify.h"
 #include "proto.h"
 #include "request.h"
+#include "socket-perms.h"
 
 /* Fds kept free below the limit for requests that carry fds and for accept. */
 #define FD_RESERVE (CUFLAG_BATCH_MAX + 64)
@@ -71,9 +72,7 @@ static int listen_on_path(struct server *srv, const char *path)
 	if (strlen(path) >= sizeof(a.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(a.sun_path, path);
-	if (!strcmp(path, CUFLAG_DEFAULT_SOCKET) && mkdir("/run/cuflagd", 0755) < 0 &&
-	    errno != EEXIST)
-		log_warn("cannot create /run/cuflagd: %s", strerror(errno));
+	socket_dir_make(path, srv->cfg);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			log_err("%s exists and is not a socket; not replacing it", path);
@@ -95,10 +94,17 @@ static int listen_on_path(struct server *srv, const char *path)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	/* Created 0660 from the start: no window where it is wider. */
-	old = umask(0117);
+	/* Created with its mode from the start: no window where it is wider. */
+	old = umask(socket_umask(srv->cfg));
 	rc = bind(fd, (struct sockaddr *)&a, sizeof(a));
 	umask(old);
+	if (rc == 0 && (rc = socket_own(path, srv->cfg)) < 0) {
+		log_err("%s: cannot give it group %lld: %s", path, (long long)srv->cfg->socket_gid,
+			strerror(-rc));
+		unlink(path);
+		close(fd);
+		return rc;
+	}
 	if (rc < 0 || listen(fd, 128) < 0) {
 		rc = -errno;
 		close(fd);
@@ -432,7 +438,9 @@ static int open_listener(struct server *srv, const struct cuflagd_config *cfg)
 			log_err("cannot make the passed socket non-blocking: %s", strerror(errno));
 			return -errno;
 		}
-		log_info("using the socket passed by the service manager");
+		log_info("using the socket passed by the service manager%s",
+			 cfg->socket_gid >= 0 ? " (its unit sets the group and mode: "
+						"--socket-group ignored)" : "");
 		return 0;
 	}
 	const char *path = cfg->socket_path ? cfg->socket_path : CUFLAG_DEFAULT_SOCKET;
@@ -441,7 +449,11 @@ static int open_listener(struct server *srv, const struct cuflagd_config *cfg)
 		log_err("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
 		return srv->listen_fd;
 	}
-	log_info("listening on %s", path);
+	if (cfg->socket_gid >= 0)
+		log_info("listening on %s (mode %04o, group %lld)", path,
+			 (unsigned)cfg->socket_mode, (long long)cfg->socket_gid);
+	else
+		log_info("listening on %s (mode %04o)", path, (unsigned)cfg->socket_mode);
 	return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 
@@ -25,10 +26,38 @@ int cuflag_unix_connect(const char *path, unsigned timeout_s)
 	if (timeout_s && (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
 			  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0))
 		goto fail;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		struct stat st;
+		/* Linux refuses a connect to a directory or a file as to a
+		 * socket nobody listens on: say which it is. */
+		if (errno == ECONNREFUSED && stat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+			errno = ENOTSOCK;
 		goto fail;
+	}
 	return fd;
 fail:
 	safe_close(fd); /* keeps errno */
 	return -errno;
+}
+
+const char *cuflag_unix_connect_hint(int err)
+{
+	switch (err) {
+	case -EACCES:
+	case -EPERM:
+		return "not allowed to use the socket or to enter its directory: join the "
+		       "socket's group (cuflag: usermod -a -G cuflag $USER, then log in again)";
+	case -ENOENT:
+		return "no socket there: is cuflagd running (systemctl status cuflagd.socket)? "
+		       "Else set CUFLAG_SOCKET to the path it listens on";
+	case -ECONNREFUSED:
+		return "nobody listens on that socket: start cuflagd (or cuflagd.socket)";
+	case -ENOTSOCK:
+		return "that is not a socket: name the socket itself, such as "
+		       "/run/cuflagd/cuflagd.sock, not its directory";
+	case -ENAMETOOLONG:
+		return "a socket path must be shorter than 108 bytes";
+	default:
+		return NULL;
+	}
 }

@@ -13,4 +13,8 @@
  */
 int cuflag_unix_connect(const char *path, unsigned timeout_s);
 
+/* What to do about an error of cuflag_unix_connect() (a negative errno): a
+ * sentence for the user, or NULL when there is no advice beyond strerror. */
+const char *cuflag_unix_connect_hint(int err);
+
 #endif

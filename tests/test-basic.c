@@ -213,6 +213,12 @@ TEST(api_errors)
 	uint32_t t;
 
 	CHECK(cuflag_connect("/nonexistent/cuflag.sock", &bad) == -ENOENT);
+	CHECK(cuflag_connect_hint(-ENOENT) != NULL);
+	/* The socket's directory, or a file, is named as such. */
+	CHECK(cuflag_connect(d.dir, &bad) == -ENOTSOCK);
+	CHECK(strstr(cuflag_connect_hint(-ENOTSOCK), "not a socket") != NULL);
+	CHECK(strstr(cuflag_connect_hint(-EACCES), "group") != NULL);
+	CHECK(cuflag_connect_hint(-EINTR) == NULL);
 	CHECK(cuflag_slots_acquire(c, 0, &s) == -EINVAL);
 	CHECK_RC(cuflag_slot_acquire(c, &s));
 	CHECK_RC(cuflag_slot_arm(s, &t));

@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: MIT
 # The man pages document what the code offers: every long option cuflagd and
 # cuflagctl accept, every cuflagctl command, every exported function (with
-# a man3 link of its name).
-#   man-coverage.sh SOURCE_ROOT
+# a man3 link of its name); cuflagd(8)'s SYNOPSIS is exactly what
+# `cuflagd --help` lists, and so is the README's table of options.
+#   man-coverage.sh SOURCE_ROOT CUFLAGD
 set -eu
 src=$1
+cuflagd=$2
 fail=0
 missing() { echo "$1"; fail=1; }
 
@@ -15,6 +17,25 @@ options() { sed -n 's/^[[:space:]]*{ "\([a-z-]*\)",.*_argument.*/\1/p' "$1"; }
 for opt in $(options "$src/daemon/config.c"); do
 	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')
 	grep -qF -- "$roff" "$src/man/cuflagd.8" || missing "cuflagd.8: --$opt undocumented"
+done
+# --help's options, in its order; those of the SYNOPSIS's first form.
+help_opts=$("$cuflagd" --help | sed -n 's/^  \(-h, \)\{0,1\}--\([a-z-]*\).*/\2/p' |
+	grep -vx 'help\|version')
+synopsis_opts=$(sed -n '/^\.SH SYNOPSIS/,/^\.YS/p' "$src/man/cuflagd.8" |
+	sed -n 's/^\.OP \\-\\-\([^ ]*\).*/\1/p' | sed 's/\\-/-/g')
+[ "$help_opts" = "$synopsis_opts" ] || {
+	echo "cuflagd.8: the SYNOPSIS differs from cuflagd --help (< help, > synopsis):"
+	printf '%s\n' "$help_opts" >/tmp/cuflag-help.$$
+	printf '%s\n' "$synopsis_opts" >/tmp/cuflag-synopsis.$$
+	diff /tmp/cuflag-help.$$ /tmp/cuflag-synopsis.$$ || true
+	rm -f /tmp/cuflag-help.$$ /tmp/cuflag-synopsis.$$
+	fail=1
+}
+for opt in $help_opts; do
+	[ "$opt" = test-hooks ] && continue # for the tests only
+	grep -q -- "^| \`--$opt[ \`]" "$src/README.md" ||
+		grep -q -- "^|.* / \`--$opt[ \`]" "$src/README.md" ||
+		missing "README.md: --$opt not in the table of options"
 done
 for opt in $(options "$src/ctl/cuflagctl.c"); do
 	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')

@@ -4,6 +4,7 @@ socket, cuflagctl, and the checks' helpers."""
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +26,18 @@ def ctl(*args, env=None, check=True):
 def ctl_json(sock, cmd):
     out = ctl("--socket", sock, cmd, "--json").stdout
     return json.loads(out)
+
+
+def copies_for_users(tmp, *programs):
+    """programs of the build tree and the client library they load, copied
+    to tmp/bin for other users to run (tmp must be 0755): the build tree
+    may lie under a directory only its owner enters (a checkout in /root,
+    or in a 0700 temporary directory). Returns the copies' paths; run them
+    with LD_LIBRARY_PATH set to their directory."""
+    bin_dir = os.path.join(tmp, "bin")
+    os.makedirs(bin_dir, 0o755, exist_ok=True)
+    shutil.copy(os.environ["CUFLAG_CLIENT_LIB"], os.path.join(bin_dir, "libcuflag-client.so.0"))
+    return [shutil.copy(p, bin_dir) for p in programs]
 
 
 def wait_for(what, pred, timeout=5.0):

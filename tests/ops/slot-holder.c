@@ -34,8 +34,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	rc = cuflag_connect(argv[1], &c);
-	if (rc == 0)
-		rc = cuflag_slots_acquire(c, nslots, s);
+	if (rc) {
+		const char *hint = cuflag_connect_hint(rc);
+		fprintf(stderr, "slot-holder: %s: %s%s%s\n", argv[1], strerror(-rc),
+			hint ? ": " : "", hint ? hint : "");
+		return 1;
+	}
+	rc = cuflag_slots_acquire(c, nslots, s);
 	for (unsigned i = 0; rc == 0 && i < narmed; i++)
 		rc = cuflag_slot_arm(s[i], &t);
 	if (rc) {

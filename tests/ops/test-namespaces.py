@@ -25,14 +25,13 @@ import subprocess
 import sys
 import tempfile
 
-from opsutil import ctl_json, expect, running_daemon, wait_for
+from opsutil import copies_for_users, ctl_json, expect, running_daemon, wait_for
 
 SLOT_HOLDER = os.environ["SLOT_HOLDER"]
 CUFLAG_DEMO = os.environ["CUFLAG_DEMO"]
-CLIENT_LIB = os.environ["CUFLAG_CLIENT_LIB"]
 # What the pod must not need: the checkout and the build tree.
 HIDE = [os.environ["SOURCE_ROOT"], os.environ["BUILD_ROOT"]]
-POD = {}  # the copies the pod runs: pod_copies()
+POD = {}  # the copies the pod runs (copies_for_users)
 # The pod's user outside its user namespace, and the group that may use the
 # socket (a pod's supplementalGroups): ids no one else on a test machine uses.
 UID, SOCKET_GID = 47110, 47111
@@ -74,15 +73,6 @@ def in_pod(host_dir, *argv, groups=f"--groups={SOCKET_GID}", **kw):
                LD_LIBRARY_PATH=os.path.dirname(argv[0]))
     return subprocess.Popen(cmd, env=env, text=True, **kw)
 
-
-def pod_copies(tmp):
-    """The programs the pod's user runs and the library they load, copied
-    where that user may read them (tmp is 0755): the build tree may lie
-    under a directory only its owner enters."""
-    bin_dir = os.path.join(tmp, "bin")
-    os.mkdir(bin_dir, 0o755)
-    shutil.copy(CLIENT_LIB, os.path.join(bin_dir, "libcuflag-client.so.0"))  # its soname
-    POD["holder"], POD["demo"] = (shutil.copy(p, bin_dir) for p in (SLOT_HOLDER, CUFLAG_DEMO))
 
 
 def outside_pid(unshare_pid):
@@ -199,7 +189,7 @@ def main():
         skip(f"no user namespaces here: {probe.stderr.strip()}")
     with tempfile.TemporaryDirectory(prefix="cuflag-ns-") as tmp:
         os.chmod(tmp, 0o755)
-        pod_copies(tmp)
+        POD["holder"], POD["demo"] = copies_for_users(tmp, SLOT_HOLDER, CUFLAG_DEMO)
         # The node's directory that a DaemonSet shares by hostPath.
         host_dir = os.path.join(tmp, "host-run-cuflagd")
         os.mkdir(host_dir, 0o755)

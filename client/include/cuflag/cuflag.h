@@ -76,8 +76,11 @@ struct cuflag_completion {
  *               CUFLAG_DEFAULT_SOCKET.
  * @out: the new client, on success.
  *
- * Return: 0, or -ENOENT / -ECONNREFUSED (no daemon there), -EACCES (not
- * allowed to use the socket: join group cuflag), -ENAMETOOLONG (path too long),
+ * Return: 0, or -ENOENT / -ECONNREFUSED (no daemon there), -ENOTSOCK (the
+ * path names a directory or a file, not the socket itself, such as
+ * CUFLAG_DEFAULT_SOCKET), -EACCES (not allowed to use the socket or to enter
+ * its directory: join the socket's group, cuflag where systemd or the
+ * packages made it), -ENAMETOOLONG (path too long),
  * -EPROTONOSUPPORT (no protocol version in common), -ENODEV (the daemon runs
  * with --slab cuda-ipc and this process cannot use CUDA), -EUSERS (the daemon's
  * client limits are reached), -EBUSY (clients of this user made the daemon's
@@ -91,6 +94,16 @@ struct cuflag_completion {
  * --max-connections-per-uid allows.
  */
 CUFLAG_API int cuflag_connect(const char *socket_path, cuflag_client **out);
+
+/**
+ * cuflag_connect_hint() - what to do about an error of cuflag_connect(), for
+ * a program to print after strerror(-@err) and the socket's path (the library
+ * prints nothing itself): for -EACCES to join the socket's group, for -ENOENT
+ * or -ECONNREFUSED to start cuflagd or set CUFLAG_SOCKET, for -ENOTSOCK to name
+ * the socket, not its directory.
+ * Return: a static sentence, or NULL when there is nothing to add.
+ */
+CUFLAG_API const char *cuflag_connect_hint(int err);
 
 /**
  * cuflag_disconnect() - release every slot and group, unmap the region, hang up.

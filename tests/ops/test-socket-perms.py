@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""cuflagd started by hand (no socket activation) with --socket-group and
+--socket-mode: the socket has that group and mode, and so has the
+directory it makes for it, at every start; a member of the group connects,
+a user outside it is refused with a hint to join the group (from the
+library's cuflag_connect_hint(), as a program prints it). A socket path
+naming the directory is -ENOTSOCK, not "Connection refused".
+
+Needs root (to take on the test's uids): exit 77 with one line otherwise."""
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+from opsutil import copies_for_users, ctl, expect, running_daemon
+
+SLOT_HOLDER = os.environ["SLOT_HOLDER"]
+# A member and a stranger, and the socket's group: ids no one else on a
+# test machine uses.
+MEMBER, STRANGER, GROUP = 47120, 47122, 47121
+
+
+def as_user(uid, gids, *argv):
+    groups = f"--groups={','.join(map(str, gids))}" if gids else "--clear-groups"
+    cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", groups, *argv]
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(argv[0]))
+    return subprocess.run(cmd, env=env, input="", capture_output=True, text=True,
+                          timeout=30)
+
+
+def check_modes(run_dir, sock):
+    st, dt = os.stat(sock), os.stat(run_dir)
+    expect(stat.S_ISSOCK(st.st_mode), f"{sock} is a socket")
+    expect((st.st_gid, stat.S_IMODE(st.st_mode)) == (GROUP, 0o660),
+           f"socket group {st.st_gid} mode {stat.S_IMODE(st.st_mode):o}, not {GROUP} 660")
+    expect((dt.st_gid, stat.S_IMODE(dt.st_mode)) == (GROUP, 0o750),
+           f"directory group {dt.st_gid} mode {stat.S_IMODE(dt.st_mode):o}, not {GROUP} 750")
+    print(f"socket-perms: socket root:{GROUP} 0660, directory root:{GROUP} 0750")
+
+
+def main():
+    if os.geteuid() != 0:
+        print("socket-perms: skipped: not root")
+        sys.exit(77)
+    if not shutil.which("setpriv"):
+        print("socket-perms: skipped: setpriv not found")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory(prefix="cuflag-perms-") as tmp:
+        os.chmod(tmp, 0o755)
+        holder, = copies_for_users(tmp, SLOT_HOLDER)
+        run_dir = os.path.join(tmp, "run-cuflagd")  # made by cuflagd
+        sock = os.path.join(run_dir, "cuflagd.sock")
+        args = ("--socket-group", str(GROUP), "--socket-mode", "0660")
+        with running_daemon(tmp, *args, sock=sock):
+            check_modes(run_dir, sock)
+            r = as_user(MEMBER, [GROUP], holder, sock, "1", "0")
+            expect(r.returncode == 0 and r.stdout.startswith("ready"),
+                   f"a member of the group connects: exit {r.returncode}: {r.stderr}")
+            print("socket-perms: a member of the group connects")
+            r = as_user(STRANGER, [], holder, sock, "1", "0")
+            expect(r.returncode == 1 and "Permission denied" in r.stderr and
+                   "join the socket's group" in r.stderr,
+                   f"a stranger is refused with a hint: exit {r.returncode}: {r.stderr}")
+            print(f"socket-perms: a stranger: {r.stderr.strip()}")
+            r = ctl("--socket", run_dir, "status", check=False)
+            expect(r.returncode != 0 and "not a socket" in r.stderr,
+                   f"the directory is not the socket: {r.stderr}")
+            print(f"socket-perms: {r.stderr.strip()}")
+        # A chgrp by hand is not what keeps it: the next start sets both again.
+        os.chown(run_dir, 0, 0)
+        with running_daemon(tmp, *args, sock=sock):
+            st = os.stat(sock)
+            expect(st.st_gid == GROUP, f"the socket's group again at a restart: {st.st_gid}")
+    print("socket-perms: ok")
+
+
+if __name__ == "__main__":
+    main()
