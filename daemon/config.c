@@ -279,7 +279,7 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		.spin_us = 50,
 		.pending_spin_ms = 10,
 		.pending_poll_us = 250,
-		.scanner_mode = SCANNER_SPIN,
+		.scanner_mode = SCANNER_ADAPTIVE,
 		.msg_rate = 20000,
 		.slab = CUFLAG_SLAB_MEMFD,
 		.max_pending_per_uid = 16384,

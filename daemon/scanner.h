@@ -19,8 +19,14 @@
 
 #include "budget.h"
 #include "cuflag-proto.h"
+#include "fair-share.h"
+#include "idle-policy.h"
 #include "latency-hist.h"
+#include "predictor.h"
 #include "proto.h"
+#include "write-police.h"
+
+struct scanner_slot;
 
 /*
  * One user (uid) as the scanner sees it: what its eventfd writes cost and how
@@ -30,20 +36,17 @@
  */
 struct scanner_user {
 	struct write_budget budget;
+	struct fair_share share;  /* its part of each pass (fair-share.h) */
 	uint64_t cut_at_ns;       /* a write of this user's was cut short then */
 	uint32_t pending;         /* its slots in the pending set */
-	uint32_t max_pending;     /* arms beyond wait in the client's queue */
-	_Atomic uint32_t n_pending; /* the same, for the main thread */
-};
-
-/* Why the scanner stopped serving a client (0: it serves it). */
-enum scanner_broken {
-	BROKEN_NONE = 0,
-	BROKEN_QUEUE,  /* the arm queue indices are impossible */
-	BROKEN_STALL,  /* a write to one of its eventfds blocked and was cut */
-	BROKEN_FULL,   /* one of its eventfds was full (or would have blocked) */
-	BROKEN_COST,   /* its writes cost more than its user's write budget */
-	BROKEN_WATCH,  /* the daemon could not watch its wake eventfd */
+	uint32_t max_pending;     /* no more of its slots are pending at once */
+	/* Slots with arms in flight that came with no room in the pending
+	 * set (adopted after a restart, or freed before their flag landed):
+	 * they wait here, oldest first, and move in as room frees up. Arms
+	 * from the queue wait in the client's queue instead. */
+	struct scanner_slot *wait_head, *wait_tail;
+	uint32_t waiting;
+	_Atomic uint32_t n_pending; /* pending + waiting, for the main thread */
 };
 
 /* One slot as the scanner sees it. Owned by the scanner once handed over. */
@@ -57,18 +60,15 @@ struct scanner_slot {
 	uint32_t signalled; /* value up to which completions were written */
 	uint32_t pend_idx;  /* index in the pending set, or SCAN_NOT_PENDING */
 	uint32_t group;     /* 0, or the id + 1 of the group whose ring it signals */
-	/* The adaptive mode's guess of when its next completion is due: it is
-	 * awaited since since_ns, and took lat_ns (a running mean; 0: not
-	 * seen yet) the last times, give or take dev_ns. */
-	uint64_t since_ns;
-	uint64_t lat_ns;
-	uint64_t dev_ns;    /* running mean of how far they were from lat_ns */
+	struct slot_timing timing; /* when its next completion is due (predictor.h) */
 	/* Metrics: pending since then (a pass's clock), or since its last
 	 * completion if that came later; 0 while not pending. Written by the
 	 * scanner, read by the main thread to find stuck work. */
 	_Atomic uint64_t armed_at_ns;
 	uint8_t owned;      /* allocated to the client: arms are accepted */
 	uint8_t retiring;   /* freed, waiting for the flag to reach armed */
+	uint8_t waiting;    /* on its user's wait list (not pending yet) */
+	struct scanner_slot *wait_prev, *wait_next;
 	struct scanner_session *sess;
 	struct scanner_cmd *retire_cmd; /* handed back once the flag lands */
 };
@@ -98,6 +98,8 @@ struct scanner_session {
 	struct scanner_slot *slots;    /* layout.nslots */
 	struct scanner_group *groups;  /* layout.ngroups */
 	uint32_t pending;           /* slots of this session in the pending set */
+	uint32_t waiting;           /* and on its user's wait list */
+	struct slot_timing hint;    /* the last history learned: a new slot's seed */
 	struct scanner_user *user;  /* its uid's accounting (set before ADD_SESSION) */
 	uint8_t live;               /* in the scanner's list */
 	int wake_fd;                /* in the park set while live (scanner's own) */
@@ -138,27 +140,24 @@ struct scanner_cmd {
 struct scanner_stats {
 	uint64_t passes, wakes, completions, parks, armed, bad_arms;
 	uint32_t state;
+	uint32_t mode;        /* enum scanner_mode */
+	/* What the scanner costs: its thread's CPU time, how often it woke
+	 * from a park or a sleep, and how its time since the start was spent:
+	 * parked (until woken), sleeping (until a completion is due, or woken),
+	 * the rest spinning or working. */
+	uint64_t cpu_ns, wakeups, sleeps, parked_ns, sleeping_ns, spinning_ns;
 };
 
 struct scanner;
 
-/* How the scanner spends its time when nothing happens, and what one user
- * may cost it. */
+/* How the scanner spends its time when nothing happens (idle-policy.h),
+ * and what one user may cost it (budget.h, fair-share.h). */
 struct scanner_config {
-	uint64_t spin_ns;         /* nothing pending: spin this long, then park */
-	uint64_t pending_spin_ns; /* slots pending, none progressing: spin this long
-				   * (0: for ever), then look every pending_poll_ns */
-	uint64_t pending_poll_ns;
+	struct idle_cfg idle;
 	struct write_budget_cfg budget;
-	/* SCANNER_SPIN: spin while anything is pending. SCANNER_ADAPTIVE: sleep
-	 * on a fine timer until a completion is due soon, as learned from each
-	 * slot's recent completions, and park at once when the gaps between
-	 * arms are long (see scanner_main). */
-	int mode;
-	int metrics;              /* record arm -> done and stamp pending slots */
+	uint64_t share_quantum_ns; /* a user's writes per pass (fair-share.h) */
+	int metrics;               /* record arm -> done and stamp pending slots */
 };
-
-enum scanner_mode { SCANNER_SPIN, SCANNER_ADAPTIVE };
 
 /*
  * Start the scanner thread. dpage: the daemon page it publishes its state in.
@@ -196,9 +195,9 @@ size_t scanner_session_size(const struct cuflag_region_layout *l);
 /* Clients found broken so far: the main loop looks for them when this moves. */
 uint64_t scanner_broken_count(struct scanner *sc);
 
-/* Start of the eventfd write in progress (CLOCK_MONOTONIC ns), or 0. */
-uint64_t scanner_write_since_ns(struct scanner *sc);
-pthread_t scanner_thread(const struct scanner *sc);
+/* Main thread, every tick: interrupt an eventfd write that a client made
+ * block and that the scanner's own tick did not cut (write-police.h). */
+void scanner_cut_stalled_write(struct scanner *sc);
 
 /* Test hook: make the scanner stop making passes (it spins without scanning). */
 void scanner_set_stuck(struct scanner *sc, int stuck);

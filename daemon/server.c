@@ -37,7 +37,6 @@
  * stalling the scanner is cut off within a fraction of a second. */
 #define TICK_MS 250
 /* An eventfd write taking longer than this means a client made it block. */
-#define WRITE_STALL_NS (50u * 1000000u)
 
 /* ---------------------------------------------------------------- */
 /* The listening socket                                              */
@@ -274,7 +273,6 @@ static void on_scanner_done(struct server *srv)
 static void on_tick(struct server *srv)
 {
 	uint64_t v, now = cuflag_now_ms();
-	uint64_t since;
 
 	if (read(srv->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		log_err("timerfd: %s", strerror(errno));
@@ -286,9 +284,7 @@ static void on_tick(struct server *srv)
 
 	/* A client that made its eventfd blocking and full holds the scanner in
 	 * write(): interrupt it; the scanner then marks that client broken. */
-	since = scanner_write_since_ns(srv->sc);
-	if (since && cuflag_now_ns() - since > WRITE_STALL_NS)
-		pthread_kill(scanner_thread(srv->sc), SIGUSR2);
+	scanner_cut_stalled_write(srv->sc);
 
 	drop_broken(srv, now);
 	drop_late(srv, now);
@@ -367,11 +363,6 @@ static int on_signal(struct server *srv)
 	return 0;
 }
 
-static void on_sigusr2(int sig)
-{
-	(void)sig; /* only interrupts the scanner's blocked write */
-}
-
 static void loop_signals(sigset_t *mask)
 {
 	sigemptyset(mask);
@@ -392,10 +383,10 @@ void server_block_signals(void)
 static int start_workers(struct server *srv, const struct cuflagd_config *cfg)
 {
 	struct scanner_config scfg = {
-		.spin_ns = cfg->spin_us * 1000u,
-		.pending_spin_ns = cfg->pending_spin_ms * 1000000u,
-		.pending_poll_ns = cfg->pending_poll_us * 1000u,
-		.mode = cfg->scanner_mode,
+		.idle = { .mode = cfg->scanner_mode,
+			  .spin_ns = cfg->spin_us * 1000u,
+			  .pending_spin_ns = cfg->pending_spin_ms * 1000000u,
+			  .pending_poll_ns = cfg->pending_poll_us * 1000u },
 		.metrics = !cfg->no_metrics,
 		.budget = WRITE_BUDGET_DEFAULTS(cfg->write_budget_us * 1000u),
 	};
@@ -459,7 +450,6 @@ static int open_listener(struct server *srv, const struct cuflagd_config *cfg)
 
 int server_init(struct server *srv, const struct cuflagd_config *cfg)
 {
-	struct sigaction sa = { .sa_handler = on_sigusr2 };
 	struct itimerspec its = { .it_interval = { 0, TICK_MS * 1000000L },
 				  .it_value = { 0, TICK_MS * 1000000L } };
 	struct rlimit rl;
@@ -479,9 +469,9 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	if (getrandom(&srv->epoch, sizeof(srv->epoch), 0) != sizeof(srv->epoch))
 		srv->epoch = cuflag_now_ns() ^ ((uint64_t)getpid() << 32);
 
-	/* Signals: the scanner inherits this mask; SIGUSR2 stays deliverable. */
+	/* Signals: the scanner inherits this mask; SIGUSR2 stays deliverable
+	 * (write-police.h). */
 	signal(SIGPIPE, SIG_IGN);
-	sigaction(SIGUSR2, &sa, NULL); /* no SA_RESTART: write() returns EINTR */
 	loop_signals(&mask);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	if ((rc = start_workers(srv, cfg)))

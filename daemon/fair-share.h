@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Each user's share of a scanner pass: deficit round-robin over users.
+ * What other clients wait for is a pass, and a pass writes one eventfd after
+ * the other; so no user's writes may take more of a pass than a quantum of
+ * write time. Each pass in which a user has writes tops its credit up by one
+ * quantum (a credit left over is not hoarded: it starts again at one
+ * quantum); each write is charged what it cost on the wall clock, with no
+ * free allowance. A user out of credit has the rest of its writes carried to
+ * the next pass (its flags stay advanced: nothing is lost, its completions
+ * just come a pass later), and a write that cost more than the credit is
+ * paid back over the passes that follow, while everyone else is served.
+ * So one user's many cheap writes (or few costly ones) delay another user's
+ * wake by about a quantum per pass, however many slots it holds.
+ */
+#ifndef CUFLAGD_FAIR_SHARE_H
+#define CUFLAGD_FAIR_SHARE_H
+
+#include <stdint.h>
+
+#define FAIR_SHARE_QUANTUM_NS 50000
+
+struct fair_share {
+	int64_t credit_ns;
+	uint64_t pass; /* the pass credit_ns was topped up for */
+};
+
+/* Whether the user may make a write in pass number pass. */
+static inline int share_may_write(struct fair_share *s, uint64_t pass, int64_t quantum_ns)
+{
+	if (s->pass != pass) {
+		s->pass = pass;
+		s->credit_ns = s->credit_ns < 0 ? s->credit_ns + quantum_ns : quantum_ns;
+	}
+	return s->credit_ns > 0;
+}
+
+/* A write of the user's cost cost_ns. */
+static inline void share_charge(struct fair_share *s, uint64_t cost_ns)
+{
+	s->credit_ns -= cost_ns > INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)cost_ns;
+}
+
+#endif

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * When a pending slot's next completion will land, learned from its past
+ * ones; and how late the scanner's own timer wakes it. Pure functions over
+ * their state (no clock read, no system call): the scanner passes the time
+ * in, the unit test passes made-up times (tests/test-predictor.c).
+ *
+ * GPU work is regular: the same kernels on the same sizes take about as long
+ * each time. So each slot keeps a running mean of how long its completions
+ * took, from the arm (or its previous completion) to the pass that saw the
+ * flag, and a running mean of how far they were from it (TCP's smoothed
+ * round-trip time and its deviation). A slot is looked at again a lead
+ * before it is due (the timer's lateness lately, so that the wake comes
+ * before the flag); a slot that is due and has not landed is spun on for a
+ * window, then looked at in steps that grow with how overdue it is (a
+ * quarter of it: the wake is at most a quarter late), never further apart
+ * than the backstop.
+ */
+#ifndef CUFLAGD_PREDICTOR_H
+#define CUFLAGD_PREDICTOR_H
+
+#include <stdint.h>
+
+/* One slot's history. lat_ns 0: nothing learned yet. */
+struct slot_timing {
+	uint64_t since_ns; /* awaited since: its arm, or its previous completion */
+	uint64_t lat_ns;   /* running mean of how long completions took */
+	uint64_t dev_ns;   /* running mean of how far they were from lat_ns */
+};
+
+/* How late the scanner's timed waits end (their own error, not the
+ * prediction's), as a running mean and deviation. */
+struct timer_lateness {
+	uint64_t mean_ns;
+	uint64_t dev_ns;
+	uint32_t samples;
+};
+
+/* Until measured: this VM's timers (15-50 us late) are the worst seen. */
+#define PREDICT_LATE_DEFAULT_NS 20000u
+/* A wake later than this is the machine (a preempted vCPU), not the timer. */
+#define PREDICT_LATE_MAX_NS 200000u
+/* Floors of the lead and of the spin window: a flag read and a clock read
+ * apart, on any machine. */
+#define PREDICT_LEAD_MIN_NS 2000u
+#define PREDICT_WINDOW_MIN_NS 10000u
+
+/* A slot armed at now with no completion in flight starts being awaited. */
+void predict_armed(struct slot_timing *t, uint64_t now_ns);
+
+/*
+ * The flag of t's slot was seen advanced by the pass at now_ns. prev_look_ns:
+ * when the pass before looked and saw nothing; where the scanner slept in
+ * between, the flag may have landed any time after that, and the earlier
+ * time is learned, so that a guess that woke the scanner late shrinks until
+ * a wake comes before the flag. More remains armed: awaited from now.
+ */
+void predict_completed(struct slot_timing *t, uint64_t prev_look_ns, uint64_t now_ns);
+
+/* Seed a new slot's history from one of the same client's (its kernels are
+ * likely the same): a mean and a wide deviation. */
+void predict_seed(struct slot_timing *t, const struct slot_timing *from);
+
+/* How long before a due time to wake: the timer's lateness plus twice its
+ * spread. */
+uint64_t predict_lead_ns(const struct timer_lateness *l);
+
+/* A timed wait planned to end at planned_ns ended at woke_ns. */
+void predict_lateness(struct timer_lateness *l, uint64_t planned_ns, uint64_t woke_ns);
+
+/*
+ * When the scanner should next look at t's slot, seen at now_ns not
+ * complete: at now (spin) when it is due within lead_ns or overdue by less
+ * than its window; the lead before it is due; or, overdue, a quarter of how
+ * overdue it is from now. Never more than backstop_ns from now: work that
+ * got faster than it was is seen within that.
+ */
+uint64_t predict_look_at(const struct slot_timing *t, uint64_t now_ns, uint64_t lead_ns,
+			 uint64_t backstop_ns);
+
+#endif

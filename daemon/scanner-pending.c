@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pending set: the slots a pass looks at, a dense array with O(1)
+ * insert and remove, and per user the wait list of slots with arms in flight
+ * that found no room in the user's share of it. Every way into the set (an
+ * arm from the queue, an adoption after a restart, a freed slot whose flag
+ * has not landed) keeps to the share: pending + waiting is what the main
+ * thread reads, and only pending slots cost a pass.
+ */
+#include "scanner-private.h"
+
+static void publish(struct scanner_session *ss, struct scanner_user *u)
+{
+	atomic_store_explicit(&ss->n_pending, ss->pending + ss->waiting, memory_order_relaxed);
+	atomic_store_explicit(&u->n_pending, u->pending + u->waiting, memory_order_relaxed);
+}
+
+int pending_user_full(const struct scanner_user *u)
+{
+	return u->pending >= u->max_pending;
+}
+
+void pending_add(struct scanner *sc, struct scanner_slot *s)
+{
+	struct scanner_user *u = s->sess->user;
+
+	if (s->pend_idx != SCAN_NOT_PENDING || s->waiting)
+		return;
+	if (!sc->npending)
+		idle_note_armed_from_empty(&sc->idle, sc->now);
+	predict_armed(&s->timing, sc->now);
+	if (sc->t.metrics)
+		atomic_store_explicit(&s->armed_at_ns, sc->now, memory_order_relaxed);
+	/* max_pending covers every slot that can exist, so this cannot overflow. */
+	s->pend_idx = (uint32_t)sc->npending;
+	sc->pending[sc->npending++] = s;
+	s->sess->pending++;
+	u->pending++;
+	publish(s->sess, u);
+}
+
+void pending_add_or_wait(struct scanner *sc, struct scanner_slot *s)
+{
+	struct scanner_user *u = s->sess->user;
+
+	if (s->pend_idx != SCAN_NOT_PENDING || s->waiting)
+		return;
+	if (!pending_user_full(u)) {
+		pending_add(sc, s);
+		return;
+	}
+	s->waiting = 1;
+	s->wait_next = NULL;
+	s->wait_prev = u->wait_tail;
+	if (u->wait_tail)
+		u->wait_tail->wait_next = s;
+	else
+		u->wait_head = s;
+	u->wait_tail = s;
+	u->waiting++;
+	s->sess->waiting++;
+	publish(s->sess, u);
+}
+
+static void unwait(struct scanner_slot *s)
+{
+	struct scanner_user *u = s->sess->user;
+
+	if (s->wait_prev)
+		s->wait_prev->wait_next = s->wait_next;
+	else
+		u->wait_head = s->wait_next;
+	if (s->wait_next)
+		s->wait_next->wait_prev = s->wait_prev;
+	else
+		u->wait_tail = s->wait_prev;
+	s->wait_prev = s->wait_next = NULL;
+	s->waiting = 0;
+	u->waiting--;
+	s->sess->waiting--;
+}
+
+void pending_del(struct scanner *sc, struct scanner_slot *s)
+{
+	struct scanner_user *u = s->sess->user;
+	uint32_t i = s->pend_idx;
+
+	if (s->waiting) {
+		unwait(s);
+		publish(s->sess, u);
+		return;
+	}
+	if (i == SCAN_NOT_PENDING)
+		return;
+	struct scanner_slot *last = sc->pending[--sc->npending];
+	sc->pending[i] = last;
+	last->pend_idx = i;
+	s->pend_idx = SCAN_NOT_PENDING;
+	atomic_store_explicit(&s->armed_at_ns, 0, memory_order_relaxed);
+	s->sess->pending--;
+	u->pending--;
+	publish(s->sess, u);
+	/* Room in the user's share: the oldest waiting slot moves in. */
+	if (u->wait_head && !pending_user_full(u)) {
+		struct scanner_slot *w = u->wait_head;
+		unwait(w);
+		pending_add(sc, w);
+	} else if (!sc->npending) {
+		idle_note_empty(&sc->idle, sc->now);
+	}
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scanner's own state, shared by the files that make up the thread:
+ * scanner.c (the thread and the pass), scanner-mailbox.c (commands to and
+ * from the main thread, both sides), scanner-cmds.c (applying them),
+ * scanner-pending.c (the pending set and the users' wait lists),
+ * scanner-park.c (parking and sleeping), with the policies in idle-policy.c,
+ * predictor.c, fair-share.h and write-police.c. Nothing outside these files
+ * includes it.
+ */
+#ifndef CUFLAGD_SCANNER_PRIVATE_H
+#define CUFLAGD_SCANNER_PRIVATE_H
+
+#include "scanner.h"
+
+struct scanner {
+	pthread_t thread;
+	struct cuflag_daemon_page *dpage;
+	struct scanner_config t;
+
+	/* The mailbox (scanner-mailbox.c). */
+	pthread_mutex_t lock;
+	struct scanner_cmd *cmd_head, *cmd_tail;   /* submitted, not yet applied */
+	struct scanner_cmd *done_head, *done_tail; /* applied, for the main thread */
+	_Atomic int cmd_pending;
+	int cmd_efd;  /* wakes a parked scanner for commands */
+	int done_efd; /* tells the main loop commands came back */
+
+	int park_ep;  /* epoll over cmd_efd and every session's wake eventfd */
+	int no_pwait2; /* epoll_pwait2 is not available: timed waits use epoll_wait */
+	_Atomic int stop;
+	_Atomic int stuck; /* test hook */
+	struct write_police police;
+
+	/* Scanner-private: sized once at start, never reallocated. */
+	struct scanner_session **sessions;
+	uint32_t nsessions, max_sessions;
+	struct scanner_slot **pending;
+	uint64_t npending, max_pending;
+	int yield_after_signal; /* few CPUs: give a woken thread ours at once */
+	struct scanner_group **rang; /* groups that got records this pass */
+	uint64_t nrang;
+
+	/* The pass and the idle policy. */
+	uint64_t now;            /* this pass's clock */
+	uint64_t prev_look;      /* the pass before's */
+	uint64_t look_at;        /* earliest time a pending slot is to be looked at */
+	uint64_t pass_no;        /* this pass's number, from 1 */
+	uint32_t scan_from;      /* where the pass starts in the pending set */
+	int deferred;            /* a user's writes were carried to the next pass */
+	struct idle_state idle;
+	struct timer_lateness late;
+	uint64_t start_ns;
+
+	/* Counters (written by the scanner, read by anyone). */
+	_Atomic uint64_t passes, completions, parks, armed, bad_arms;
+	_Atomic uint64_t wakeups, sleeps, parked_ns, sleeping_ns;
+	_Atomic uint64_t broken; /* clients found broken */
+};
+
+/* scanner-mailbox.c */
+struct scanner_cmd *mailbox_take(struct scanner *sc);
+void mailbox_done(struct scanner *sc, struct scanner_cmd *c);
+void mailbox_tell_main(struct scanner *sc);
+void mailbox_kick(struct scanner *sc);
+void mailbox_free_all(struct scanner *sc);
+
+/* scanner-cmds.c */
+void scanner_apply_cmds(struct scanner *sc);
+
+/* scanner-pending.c: s joins the pending set, or its user's wait list when
+ * the user's share is full (may_wait; else the caller must not add it). */
+void pending_add(struct scanner *sc, struct scanner_slot *s);
+void pending_add_or_wait(struct scanner *sc, struct scanner_slot *s);
+void pending_del(struct scanner *sc, struct scanner_slot *s);
+int pending_user_full(const struct scanner_user *u);
+
+/* scanner-park.c */
+void scanner_set_state(struct scanner *sc, uint32_t st);
+/* Block until woken (deadline 0) or until deadline_ns (CLOCK_MONOTONIC). */
+void scanner_block(struct scanner *sc, uint64_t deadline_ns);
+
+/* scanner.c */
+int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cmd);
+void scanner_set_broken(struct scanner *sc, struct scanner_session *ss, enum scanner_broken why);
+int scanner_slot_settled(const struct scanner_slot *s);
+
+#endif

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Why a client was dropped for its eventfds, in one place. A slot's eventfd
+ * is a file the client holds too, so each scanner write to it is the
+ * client's to make costly or to block:
+ * - every write is timed and charged to its user's write budget (budget.h:
+ *   epoll watchers make writes costly); a user over the budget is dropped
+ *   (BROKEN_COST);
+ * - a counter near 2^64 fails a non-blocking write (BROKEN_FULL);
+ * - a client that cleared O_NONBLOCK on its side and filled the counter
+ *   makes the write block: a tick (SIGUSR2 to the scanner thread every
+ *   WRITE_TICK_NS while it may write) cuts it short with EINTR
+ *   (BROKEN_STALL), and the main thread's backstop (police_backstop, every
+ *   main-loop tick) interrupts one that the tick missed;
+ * - once a user's write was cut, its other eventfds are checked for room
+ *   before each write for CUT_WATCH_NS (the cut watch): the same attack on
+ *   a new connection costs nobody a tick.
+ * What a user is dropped for then costs it a cool-down (penalty.h).
+ */
+#ifndef CUFLAGD_WRITE_POLICE_H
+#define CUFLAGD_WRITE_POLICE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "budget.h"
+
+struct scanner_user;
+
+/* Why the scanner stopped serving a client (0: it serves it). */
+enum scanner_broken {
+	BROKEN_NONE = 0,
+	BROKEN_QUEUE,  /* the arm queue indices are impossible */
+	BROKEN_STALL,  /* a write to one of its eventfds blocked and was cut */
+	BROKEN_FULL,   /* one of its eventfds was full (or would have blocked) */
+	BROKEN_COST,   /* its writes cost more than its user's write budget */
+	BROKEN_WATCH,  /* the daemon could not watch its wake eventfd */
+};
+
+#define WRITE_TICK_NS 2000000u
+#define WRITE_STALL_NS (50u * 1000000u) /* the backstop's patience */
+#define CUT_WATCH_NS (10ull * 1000000000u)
+
+struct write_police {
+	/* When the write in progress started (0: none), for the backstop. */
+	_Atomic uint64_t write_since_ns;
+	timer_t tick;
+	int have_tick;
+	int tick_on;
+	_Atomic uint64_t writes; /* eventfd writes made */
+};
+
+/* Process-wide, before the scanner thread starts: SIGUSR2 interrupts a
+ * write (no SA_RESTART) and does nothing else. */
+void police_install_signal(void);
+
+/* In the scanner thread: its tick, armed. */
+void police_start(struct write_police *p);
+void police_stop(struct write_police *p);
+/* Tick on (the scanner may write) or off (it blocks for a while: parked, or
+ * a long sleep, so that an idle daemon is not woken 500 times a second). */
+void police_tick(struct write_police *p, int on);
+
+/*
+ * Write v to efd for user u (in scanner pass number pass), timed and charged.
+ * BROKEN_NONE; BROKEN_COST when the write was made but took its user over
+ * the budget; or, when it was not made, why the client must not be served any
+ * more. *cost_ns: what it cost (wall time, or CPU time for a suspect).
+ */
+enum scanner_broken police_write(struct write_police *p, struct scanner_user *u, int efd,
+				 uint64_t v, const struct write_budget_cfg *cfg, uint64_t pass,
+				 uint64_t *cost_ns);
+
+/* Main thread, now and then: interrupt a write stalled past WRITE_STALL_NS
+ * in thread (the tick should have cut it; this is the backstop). */
+void police_backstop(struct write_police *p, pthread_t thread);
+
+#endif

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scanner's idle policy and its predictor (daemon/idle-policy.c,
+ * daemon/predictor.c), and each user's share of a pass (daemon/fair-share.h):
+ * given arm times, past completion times and the timer's lateness, when the
+ * scanner wakes, spins and parks.
+ */
+#undef NDEBUG
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "fair-share.h"
+#include "idle-policy.h"
+#include "predictor.h"
+#include "unit-run.h"
+
+#define US 1000ull
+#define MS 1000000ull
+
+static const struct idle_cfg adaptive = { .mode = SCANNER_ADAPTIVE, .spin_ns = 50 * US,
+					  .pending_spin_ns = 10 * MS, .pending_poll_ns = 250 * US };
+static const struct idle_cfg spin = { .mode = SCANNER_SPIN, .spin_ns = 50 * US,
+				      .pending_spin_ns = 10 * MS, .pending_poll_ns = 250 * US };
+
+/* A slot that completed n times, each d after its arm, seen exactly. */
+static struct slot_timing learned(uint64_t d, int n, uint64_t *t)
+{
+	struct slot_timing s = { 0 };
+
+	for (int i = 0; i < n; i++) {
+		predict_armed(&s, *t);
+		*t += d;
+		predict_completed(&s, *t - 1 * US, *t);
+		*t += 1 * MS;
+	}
+	return s;
+}
+
+START_TEST(test_regular_work_sleeps_until_a_lead_before)
+{
+	uint64_t t = 1000 * MS;
+	struct slot_timing s = learned(500 * US, 20, &t);
+	struct timer_lateness l = { 0 };
+	struct idle_state st = { 0 };
+	uint64_t lead, at;
+	struct idle_decision d;
+
+	/* The timer woke 2 us late, always (the H200 host). */
+	for (int i = 0; i < 50; i++)
+		predict_lateness(&l, t, t + 2 * US);
+	lead = predict_lead_ns(&l);
+	ck_assert_uint_ge(lead, 2 * US);
+	ck_assert_uint_le(lead, 4 * US);
+	ck_assert_uint_lt(s.dev_ns, 20 * US);
+	/* Armed now: looked at again a lead before 500 us (at most the
+	 * backstop away). */
+	predict_armed(&s, t);
+	at = predict_look_at(&s, t, lead, 1000 * US);
+	ck_assert_uint_le(at, t + 500 * US - lead);
+	ck_assert_uint_ge(at, t + 450 * US);
+	d = idle_decide(&adaptive, &st, t, 1, 0, at);
+	ck_assert_int_eq(d.action, IDLE_SLEEP);
+	ck_assert_uint_eq(d.until_ns, t + 250 * US); /* the backstop */
+	/* Close to due: spin. */
+	at = predict_look_at(&s, t + 499 * US, lead, 250 * US);
+	ck_assert_uint_eq(at, t + 499 * US);
+	d = idle_decide(&adaptive, &st, t + 499 * US, 1, 0, at);
+	ck_assert_int_eq(d.action, IDLE_SPIN);
+}
+END_TEST
+
+START_TEST(test_late_timer_wakes_earlier)
+{
+	uint64_t t = 1000 * MS;
+	struct slot_timing s = learned(500 * US, 20, &t);
+	struct timer_lateness fast = { 0 }, slow = { 0 };
+
+	for (int i = 0; i < 50; i++) {
+		predict_lateness(&fast, t, t + 2 * US);
+		/* This VM: 15-50 us late. */
+		predict_lateness(&slow, t, t + (i % 2 ? 15 : 50) * US);
+	}
+	ck_assert_uint_gt(predict_lead_ns(&slow), 50 * US);
+	ck_assert_uint_le(predict_lead_ns(&slow), 120 * US);
+	predict_armed(&s, t);
+	ck_assert_uint_lt(predict_look_at(&s, t + 300 * US, predict_lead_ns(&slow), 250 * US),
+			  predict_look_at(&s, t + 300 * US, predict_lead_ns(&fast), 250 * US));
+	/* A wake a second late is the machine, not the timer. */
+	predict_lateness(&slow, t, t + 1000 * MS);
+	ck_assert_uint_le(predict_lead_ns(&slow), 3 * PREDICT_LATE_MAX_NS);
+}
+END_TEST
+
+START_TEST(test_overdue_backs_off_to_the_backstop)
+{
+	uint64_t t = 1000 * MS, now, prev = 0;
+	struct slot_timing s = learned(100 * US, 20, &t);
+	uint64_t lead = 5 * US;
+
+	predict_armed(&s, t);
+	/* Just due: spin across the window. */
+	ck_assert_uint_eq(predict_look_at(&s, t + 100 * US, lead, 250 * US), t + 100 * US);
+	/* Overdue: steps a quarter of how overdue, growing, never past 250 us. */
+	for (now = t + 200 * US; now < t + 100 * MS; now += 1 * MS) {
+		uint64_t step = predict_look_at(&s, now, lead, 250 * US) - now;
+		ck_assert_uint_ge(step, lead);
+		ck_assert_uint_le(step, 250 * US);
+		ck_assert_uint_ge(step, prev);
+		prev = step;
+	}
+	ck_assert_uint_eq(prev, 250 * US);
+}
+END_TEST
+
+START_TEST(test_late_seen_completion_shrinks_the_guess)
+{
+	uint64_t t = 1000 * MS;
+	struct slot_timing s = learned(500 * US, 20, &t);
+	uint64_t lat = s.lat_ns;
+
+	/* Seen at the first look after a sleep that began at 300 us: it may
+	 * have landed any time since, and 300 us is learned. */
+	predict_armed(&s, t);
+	predict_completed(&s, t + 300 * US, t + 520 * US);
+	ck_assert_uint_lt(s.lat_ns, lat);
+	ck_assert_uint_eq(s.since_ns, t + 520 * US);
+}
+END_TEST
+
+START_TEST(test_mixed_durations_look_early)
+{
+	uint64_t t = 1000 * MS;
+	struct slot_timing s = { 0 };
+	uint64_t lead = 5 * US;
+
+	/* 10 us and 10 ms, mixed: the guess is the mean less twice the
+	 * spread, which is about the arm itself: look at once, then back off. */
+	for (int i = 0; i < 40; i++) {
+		uint64_t d = i % 2 ? 10 * US : 10 * MS;
+		predict_armed(&s, t);
+		predict_completed(&s, t + d - 1 * US, t + d);
+		t += d + 1 * MS;
+	}
+	predict_armed(&s, t);
+	ck_assert_uint_eq(predict_look_at(&s, t + 1 * US, lead, 250 * US), t + 1 * US);
+	ck_assert_uint_le(predict_look_at(&s, t + 5 * MS, lead, 250 * US), t + 5 * MS + 250 * US);
+}
+END_TEST
+
+START_TEST(test_seed_from_the_client)
+{
+	uint64_t t = 1000 * MS;
+	struct slot_timing from = learned(2 * MS, 20, &t), s = { 0 };
+
+	predict_seed(&s, &from);
+	ck_assert_uint_eq(s.lat_ns, from.lat_ns);
+	ck_assert_uint_ge(s.dev_ns, from.lat_ns / 2);
+}
+END_TEST
+
+START_TEST(test_idle_parks_at_once_unless_arms_come_back_fast)
+{
+	struct idle_state st = { 0 };
+	uint64_t t = 1000 * MS;
+	struct idle_decision d;
+
+	/* Arms come 500 us after the set goes empty: park at once. */
+	for (int i = 0; i < 10; i++) {
+		idle_note_empty(&st, t);
+		idle_note_armed_from_empty(&st, t + 500 * US);
+		t += 1 * MS;
+	}
+	idle_note_empty(&st, t);
+	d = idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX);
+	ck_assert_int_eq(d.action, IDLE_PARK);
+	/* Arms come 1 us after: spin a few gaps, then park. */
+	for (int i = 0; i < 20; i++) {
+		idle_note_empty(&st, t);
+		idle_note_armed_from_empty(&st, t + 1 * US);
+		t += 1 * MS;
+	}
+	idle_note_empty(&st, t);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 1 * US, 0, 0, UINT64_MAX).action,
+			 IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 50 * US, 0, 0, UINT64_MAX).action,
+			 IDLE_PARK);
+	/* Progress always passes again. */
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 3, 1, t + 1 * MS).action, IDLE_SPIN);
+}
+END_TEST
+
+START_TEST(test_spin_mode_as_before)
+{
+	struct idle_state st = { 0 };
+	uint64_t t = 1000 * MS;
+	struct idle_decision d;
+
+	/* Pending: spin, however far the completion, until 10 ms without
+	 * progress; then look every 250 us. */
+	ck_assert_int_eq(idle_decide(&spin, &st, t, 1, 1, t + 5 * MS).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&spin, &st, t + 1 * US, 1, 0, t + 5 * MS).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&spin, &st, t + 9 * MS, 1, 0, t + 5 * MS).action, IDLE_SPIN);
+	d = idle_decide(&spin, &st, t + 11 * MS, 1, 0, t + 5 * MS);
+	ck_assert_int_eq(d.action, IDLE_SLEEP);
+	ck_assert_uint_eq(d.until_ns, t + 11 * MS + 250 * US);
+	/* Nothing pending: spin 50 us, then park until woken. */
+	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS, 0, 1, 0).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS + 10 * US, 0, 0, 0).action,
+			 IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS + 70 * US, 0, 0, 0).action,
+			 IDLE_PARK);
+}
+END_TEST
+
+START_TEST(test_sleep_bounded_by_the_backstop)
+{
+	struct idle_state st = { 0 };
+	uint64_t t = 1000 * MS;
+	struct idle_decision d;
+
+	d = idle_decide(&adaptive, &st, t, 1, 0, t + 10 * MS);
+	ck_assert_int_eq(d.action, IDLE_SLEEP);
+	ck_assert_uint_eq(d.until_ns, t + 250 * US);
+	/* A sleep too short to be worth it is a spin. */
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 1, 0, t + 2 * US).action, IDLE_SPIN);
+}
+END_TEST
+
+START_TEST(test_share_per_pass)
+{
+	struct fair_share a = { 0 }, v = { 0 };
+	uint64_t pass = 1;
+	int served_a = 0, served_v = 0;
+
+	/* A floods each pass with 13 us writes; V has one per pass. A gets
+	 * about a quantum's worth a pass, V its one every pass. */
+	for (; pass <= 100; pass++) {
+		int n = 0;
+		while (share_may_write(&a, pass, FAIR_SHARE_QUANTUM_NS) && n < 10000) {
+			share_charge(&a, 13 * US);
+			n++;
+		}
+		ck_assert_int_le(n, FAIR_SHARE_QUANTUM_NS / (13 * US) + 1);
+		served_a += n;
+		ck_assert(share_may_write(&v, pass, FAIR_SHARE_QUANTUM_NS));
+		share_charge(&v, 1 * US);
+		served_v++;
+	}
+	ck_assert_int_eq(served_v, 100);
+	ck_assert_int_ge(served_a, 300);
+	/* One 1 ms write is paid back over the next passes. */
+	ck_assert(share_may_write(&a, pass, FAIR_SHARE_QUANTUM_NS));
+	share_charge(&a, 1 * MS);
+	int waited = 0;
+	while (!share_may_write(&a, ++pass, FAIR_SHARE_QUANTUM_NS))
+		waited++;
+	ck_assert_int_ge(waited, (int)(1 * MS / FAIR_SHARE_QUANTUM_NS) - 2);
+}
+END_TEST
+
+int main(void)
+{
+	const TTest *const tests[] = { test_regular_work_sleeps_until_a_lead_before,
+				       test_late_timer_wakes_earlier,
+				       test_overdue_backs_off_to_the_backstop,
+				       test_late_seen_completion_shrinks_the_guess,
+				       test_mixed_durations_look_early,
+				       test_seed_from_the_client,
+				       test_idle_parks_at_once_unless_arms_come_back_fast,
+				       test_spin_mode_as_before, test_sleep_bounded_by_the_backstop,
+				       test_share_per_pass, NULL };
+	return unit_run("idle-policy", tests);
+}
