@@ -50,15 +50,11 @@ int req_hello(struct server *srv, struct session *s, struct request *req)
 /* Whether this user may hold one more region now; REQ_REFUSE with why if not. */
 static int admit_region(struct server *srv, struct session *s, struct request *req)
 {
-	const struct cuflagd_config *cfg = srv->cfg;
+	enum user_refusal r = users_admit(&srv->users, s->user, s->uid, USER_REGIONS, 1);
 	uint64_t left;
 
-	if (srv->nregions >= cfg->max_clients) {
-		req->why = "max-clients reached";
-		return REQ_REFUSE(-EUSERS);
-	}
-	if (s->uid != 0 && s->user->regions >= cfg->max_clients_per_uid) {
-		req->why = "max-clients-per-uid reached";
+	if (r) {
+		req->why = users_refusal_why(USER_REGIONS, r);
 		return REQ_REFUSE(-EUSERS);
 	}
 	left = penalty_left_ms(&srv->penalties, s->uid, cuflag_now_ms());
@@ -66,15 +62,6 @@ static int admit_region(struct server *srv, struct session *s, struct request *r
 		req->why = "this user's clients are refused a while: one misbehaved";
 		return REQ_REFUSE(-EBUSY);
 	}
-	return 0;
-}
-
-/* Whether a live session already holds the region behind fd's inode. */
-static int region_held(struct server *srv, const struct region *r)
-{
-	for (struct session *o = srv->sessions; o; o = o->next)
-		if (o->scan && !o->dead && o->region.dev == r->dev && o->region.ino == r->ino)
-			return 1;
 	return 0;
 }
 
@@ -107,7 +94,7 @@ static int attach_build(struct server *srv, struct session *s, struct request *r
 	rc = region_adopt(&a->region, req->fds[0], &srv->layout, &req->why);
 	if (rc)
 		return REQ_REFUSE(rc);
-	if (region_held(srv, &a->region)) {
+	if (registry_find_region(&srv->reg, a->region.dev, a->region.ino)) {
 		req->why = "ATTACH: a live client holds that region";
 		return REQ_REFUSE(-EBUSY);
 	}
@@ -115,7 +102,7 @@ static int attach_build(struct server *srv, struct session *s, struct request *r
 	if (cfg->slab == CUFLAG_SLAB_CUDA_IPC) {
 		rc = slab_cuda_alloc((uint64_t)srv->layout.nslots * sizeof(uint32_t), &a->ipc);
 		if (rc) {
-			slog(LOG_ERR, s, "cannot allocate CUDA flags: %s", strerror(-rc));
+			ulog(LOG_ERR, s, "cannot allocate CUDA flags: %s", strerror(-rc));
 			req->why = "cannot allocate the flags";
 			return REQ_REFUSE(rc);
 		}
@@ -123,8 +110,9 @@ static int attach_build(struct server *srv, struct session *s, struct request *r
 	}
 	a->scan = malloc(scanner_session_size(&srv->layout));
 	a->add = calloc(1, sizeof(*a->add));
-	if (slot_table_init(&a->slots, srv->layout.nslots, srv->layout.ngroups) || !a->scan ||
-	    !a->add) {
+	if (slot_table_init(&a->slots, srv->layout.nslots, srv->layout.ngroups, &srv->users,
+			    s->user) ||
+	    !a->scan || !a->add) {
 		req->why = "out of memory";
 		return REQ_REFUSE(-ENOMEM);
 	}
@@ -166,8 +154,7 @@ int req_attach(struct server *srv, struct session *s, struct request *req)
 	s->scan = a.scan;
 	s->wake_fd = req->fds[1];
 	req->fds[1] = -1;
-	s->user->regions++;
-	srv->nregions++;
+	user_hold(&srv->users, s->user, USER_REGIONS, 1);
 	/* The scanner learns of the region before the client can arm in it; a
 	 * resumed one once its slots are back (req_adopt). */
 	s->adopt_left = m.slots;
@@ -183,11 +170,10 @@ int req_attach(struct server *srv, struct session *s, struct request *req)
 	s->ipc.fd = -1;
 	if (rc)
 		return rc;
-	slog(LOG_INFO, s, "%s: %u slots, region %llu bytes",
-	     m.slots ? "resumed" : "connected", srv->layout.nslots,
-	     (unsigned long long)srv->layout.size);
+	ulog(LOG_INFO, s, "%s: %u slots, region %llu bytes", m.slots ? "resumed" : "connected",
+	     srv->layout.nslots, (unsigned long long)srv->layout.size);
 	if (m.slots)
-		slog(LOG_NOTICE, s, "took over its region from daemon epoch %016llx",
+		ulog(LOG_NOTICE, s, "took over its region from daemon epoch %016llx",
 		     (unsigned long long)m.epoch);
 	return 0;
 }
@@ -217,10 +203,8 @@ int req_adopt(struct server *srv, struct session *s, struct request *req)
 		req->why = "ADOPT names a slot out of range or twice";
 		return REQ_REFUSE(-EINVAL);
 	}
-	if (!group && s->uid != 0 && s->user->slots + count > srv->cfg->max_slots_per_uid) {
-		req->why = "max-slots-per-uid reached";
-		return REQ_REFUSE(-EDQUOT);
-	}
+	if ((rc = slot_fds_may_take(&s->slots, slot_fd_cost(group, count), &req->why)))
+		return REQ_REFUSE(rc);
 	for (uint32_t i = 0; i < req->nfds; i++)
 		if ((rc = req_take_eventfd(req, req->fds[i], "ADOPT: an fd is not an eventfd")))
 			return rc;
@@ -234,22 +218,14 @@ int req_adopt(struct server *srv, struct session *s, struct request *req)
 		/* Read once; an armed value behind the signalled one is noise. */
 		if (!cuflag_tl_after(armed, sig))
 			armed = sig;
-		slot_table_take_id(&s->slots, id);
-		s->slots.state[id] = SLOT_LIVE;
-		s->slots.group[id] = group;
-		s->slots.efd[id] = group ? -1 : req->fds[i];
+		slot_open(&s->slots, id, group ? -1 : req->fds[i], group);
 		if (!group)
 			req->fds[i] = -1; /* the slot's now */
-		else
-			s->slots.group_live[group - 1]++;
-		s->slots.nlive++;
 		*cmds[i] = (struct scanner_cmd){ .op = SCAN_ADD_SLOT, .sess = s->scan, .slot = id,
 						 .start = sig, .armed = armed, .group = group,
 						 .efd = s->slots.efd[id], .owner = s };
 		scanner_submit(srv->sc, cmds[i]);
 	}
-	if (!group)
-		s->user->slots += count;
 	s->adopt_left -= count;
 	if (!s->adopt_left) {
 		/* Every slot is back: now the scanner may read the queue, from

@@ -186,11 +186,8 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 		req->why = "ALLOC names a group that was not made";
 		return REQ_REFUSE(-EINVAL);
 	}
-	/* Grouped slots cost the daemon no fd: only the others count here. */
-	if (!m.group && s->uid != 0 && s->user->slots + m.count > srv->cfg->max_slots_per_uid) {
-		req->why = "max-slots-per-uid reached";
-		return REQ_REFUSE(-EDQUOT);
-	}
+	if ((rc = slot_fds_may_take(t, slot_fd_cost(m.group, m.count), &req->why)))
+		return REQ_REFUSE(rc);
 	if (m.count > t->nfree) {
 		if (may_park && m.count <= t->nfree + t->nretiring && !park_alloc(srv, s, req))
 			return 0;
@@ -203,18 +200,14 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 	if (!rc && (rc = req_alloc_cmds(cmds, m.count)))
 		cuflag_close_fds(fds, m.count);
 	if (rc) {
-		slog(LOG_ERR, s, "cannot allocate slots: %s", strerror(-rc));
+		ulog(LOG_ERR, s, "cannot allocate slots: %s", strerror(-rc));
 		req->why = rc == -EMFILE || rc == -ENFILE ? "daemon out of fds" : "out of memory";
 		return REQ_REFUSE(rc);
 	}
 	memset(&r, 0, sizeof(r));
 	for (uint32_t i = 0; i < m.count; i++) {
-		uint32_t id = slot_table_take(t);
+		uint32_t id = slot_open(t, SLOT_ANY, fds[i], m.group);
 		uint32_t start = t->next_start[id];
-		t->state[id] = SLOT_LIVE;
-		t->efd[id] = fds[i];
-		t->group[id] = m.group;
-		t->nlive++;
 		/* The starting value is written here and recorded by the scanner:
 		 * never read back from the flag, so an early device write counts. */
 		atomic_store_explicit((_Atomic uint32_t *)&s->flags[id], start,
@@ -226,10 +219,6 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 		r.grants[i].id = id;
 		r.grants[i].start = start;
 	}
-	if (m.group)
-		t->group_live[m.group - 1] += m.count;
-	else
-		s->user->slots += m.count;
 	r.count = m.count;
 	return req_reply_ok(s, req, &r, (uint32_t)cuflag_alloc_reply_len(m.count), fds,
 			    m.group ? 0 : m.count);
@@ -240,6 +229,8 @@ static int req_alloc(struct server *srv, struct session *s, struct request *req)
 	return alloc_slots(srv, s, req, 1);
 }
 
+static int request_finish(struct server *srv, struct session *s, struct request *req, int rc);
+
 void request_retry_parked(struct server *srv, struct session *s, int may_park)
 {
 	uint8_t *msg = s->parked;
@@ -248,15 +239,10 @@ void request_retry_parked(struct server *srv, struct session *s, int may_park)
 
 	s->parked = NULL;
 	memcpy(&req.h, msg, sizeof(req.h));
-	rc = alloc_slots(srv, s, &req, may_park);
-	if (rc > 0 && request_reply(s, req.h.type, req.h.req_id, -rc, req.why,
-				    (uint32_t)strlen(req.why) + 1, NULL, 0))
-		rc = -EPIPE;
+	rc = request_finish(srv, s, &req, alloc_slots(srv, s, &req, may_park));
 	free(msg);
-	if (rc < 0) {
-		session_drop(srv, s, rc, "cannot send a reply");
+	if (rc < 0)
 		return;
-	}
 	if (!s->parked)
 		session_set_reading(srv, s, 1); /* level-triggered: what queued is read next */
 }
@@ -282,11 +268,7 @@ static int req_free(struct server *srv, struct session *s, struct request *req)
 		return REQ_REFUSE(-ENOMEM);
 	}
 	for (uint32_t i = 0; i < count; i++) {
-		s->slots.state[ids[i]] = SLOT_RETIRING;
-		s->slots.nlive--;
-		s->slots.nretiring++;
-		if (s->slots.group[ids[i]])
-			s->slots.group_live[s->slots.group[ids[i]] - 1]--;
+		slot_retire(&s->slots, ids[i]);
 		*cmds[i] = (struct scanner_cmd){ .op = SCAN_DEL_SLOT, .sess = s->scan,
 						 .slot = ids[i], .owner = s };
 		scanner_submit(srv->sc, cmds[i]);
@@ -305,6 +287,10 @@ static int req_bind(struct server *srv, struct session *s, struct request *req)
 		req->why = "BIND names a slot the client does not hold";
 		return REQ_REFUSE(-EINVAL);
 	}
+	if (s->slots.group[m.id]) {
+		req->why = "BIND of a grouped slot: it signals its group's eventfd";
+		return REQ_REFUSE(-EOPNOTSUPP);
+	}
 	if ((rc = req_take_eventfd(req, req->fds[0], "BIND: the fd is not an eventfd")))
 		return rc;
 	c = calloc(1, sizeof(*c));
@@ -314,7 +300,7 @@ static int req_bind(struct server *srv, struct session *s, struct request *req)
 	}
 	*c = (struct scanner_cmd){ .op = SCAN_SET_EFD, .sess = s->scan, .slot = m.id,
 				   .efd = req->fds[0], .owner = s, .req_id = req->h.req_id };
-	s->slots.efd[m.id] = req->fds[0];
+	(void)slot_bind(&s->slots, m.id, req->fds[0]); /* not grouped: checked above */
 	req->fds[0] = -1; /* the slot's now; the old one closes when handed back */
 	/* Answered once the scanner has switched: from the reply on, no signal
 	 * goes to the old eventfd. */
@@ -334,7 +320,7 @@ static int set_group(struct server *srv, struct session *s, struct request *req,
 	}
 	*c = (struct scanner_cmd){ .op = SCAN_SET_GROUP, .sess = s->scan, .slot = id, .efd = efd,
 				   .owner = s };
-	s->slots.group_efd[id] = efd;
+	slot_group_set(&s->slots, id, efd);
 	scanner_submit(srv->sc, c);
 	return req_reply_ok(s, req, NULL, 0, NULL, 0);
 }
@@ -349,6 +335,8 @@ static int req_group(struct server *srv, struct session *s, struct request *req)
 		req->why = "GROUP names a group out of range or one already made";
 		return REQ_REFUSE(-EINVAL);
 	}
+	if ((rc = slot_fds_may_take(&s->slots, 1, &req->why)))
+		return REQ_REFUSE(rc);
 	if ((rc = req_take_eventfd(req, req->fds[0], "GROUP: the fd is not an eventfd")))
 		return rc;
 	rc = set_group(srv, s, req, m.id, req->fds[0]);
@@ -404,28 +392,42 @@ static int req_stats(struct server *srv, struct session *s, struct request *req)
 	return req_reply_ok(s, req, &r, sizeof(r), NULL, 0);
 }
 
+struct clients_walk {
+	struct server *srv;
+	struct session *asker;
+	struct request *req;
+	int rc;
+};
+
+static void client_info(struct session *o, void *arg)
+{
+	struct clients_walk *w = arg;
+	struct cuflag_msg_client_info ci;
+
+	if (w->rc || (!w->asker->admin && o->uid != w->asker->uid))
+		return;
+	memset(&ci, 0, sizeof(ci));
+	ci.client_id = o->id;
+	ci.pid = o->pid;
+	ci.uid = o->uid;
+	ci.gid = o->gid;
+	ci.slots = o->slots.nlive;
+	ci.armed = atomic_load_explicit(&o->scan->n_armed, memory_order_relaxed);
+	ci.wakes = atomic_load_explicit(&o->scan->n_wakes, memory_order_relaxed);
+	ci.pending = atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
+	ci.connected_ms = o->connected_ms - w->srv->start_ms;
+	w->rc = req_reply_ok(w->asker, w->req, &ci, sizeof(ci), NULL, 0);
+}
+
 /* A user sees its own clients; root and the admin group see everyone's. */
 static int req_clients(struct server *srv, struct session *s, struct request *req)
 {
 	struct cuflag_msg_client_info ci;
-	int rc;
+	struct clients_walk w = { .srv = srv, .asker = s, .req = req };
 
-	for (struct session *o = srv->sessions; o; o = o->next) {
-		if (!o->scan || o->dead || (!s->admin && o->uid != s->uid))
-			continue;
-		memset(&ci, 0, sizeof(ci));
-		ci.client_id = o->id;
-		ci.pid = o->pid;
-		ci.uid = o->uid;
-		ci.gid = o->gid;
-		ci.slots = o->slots.nlive;
-		ci.armed = atomic_load_explicit(&o->scan->n_armed, memory_order_relaxed);
-		ci.wakes = atomic_load_explicit(&o->scan->n_wakes, memory_order_relaxed);
-		ci.pending = atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
-		ci.connected_ms = o->connected_ms - srv->start_ms;
-		if ((rc = req_reply_ok(s, req, &ci, sizeof(ci), NULL, 0)))
-			return rc;
-	}
+	registry_each(&srv->reg, REG_ATTACHED, client_info, &w);
+	if (w.rc)
+		return w.rc;
 	memset(&ci, 0, sizeof(ci));
 	return req_reply_ok(s, req, &ci, sizeof(ci), NULL, 0);
 }
@@ -514,18 +516,24 @@ int request_dispatch(struct server *srv, struct session *s, const uint8_t *buf, 
 			rc = m->fn(srv, s, &req);
 		}
 	}
+	return request_finish(srv, s, &req, rc);
+}
+
+/* What a handler returned, answered: the one place error replies are sent
+ * and clients dropped for a request. */
+static int request_finish(struct server *srv, struct session *s, struct request *req, int rc)
+{
 	if (rc > 0) {
-		if (cuflagd_ratelimit_ok(&s->rl))
-			slog(LOG_WARNING, s, "request %u refused: %s (%s)", req.h.type, req.why,
-			     strerror(rc));
-		if (!send_error(s->fd, req.h.type, req.h.req_id, -rc, req.why))
+		ulog(LOG_WARNING, s, "request %u refused: %s (%s)", req->h.type, req->why,
+		     strerror(rc));
+		if (!send_error(s->fd, req->h.type, req->h.req_id, -rc, req->why))
 			return 0;
-		req.why = "cannot send a reply";
+		req->why = "cannot send a reply";
 		rc = -EPIPE;
 	}
 	if (rc < 0) {
-		(void)send_error(s->fd, req.h.type, req.h.req_id, rc, req.why);
-		session_drop(srv, s, rc, req.why);
+		(void)send_error(s->fd, req->h.type, req->h.req_id, rc, req->why);
+		session_drop(srv, s, rc, req->why);
 	}
 	return rc;
 }

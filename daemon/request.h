@@ -9,7 +9,9 @@
  *   a negative errno the client broke the protocol or cannot be answered,
  *                    req->why says why: an error reply where one can go,
  *                    then the client is dropped.
- * Only the dispatcher sends error replies and drops sessions.
+ * Only request_finish() (request.c) sends error replies and drops sessions:
+ * the dispatcher hands it what a handler returned, and so does the retry of
+ * a parked ALLOC.
  */
 #ifndef CUFLAGD_REQUEST_H
 #define CUFLAGD_REQUEST_H

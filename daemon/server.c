@@ -144,20 +144,33 @@ static int peer_is_admin(const struct server *srv, int fd, const struct ucred *c
 	return 0;
 }
 
-/* Whether a new connection of this peer may stay; why not, if not. */
+/* Whether a new connection of this peer may stay; why not, if not. Root and
+ * the admin group are held only to the node's cap, with room of their own
+ * beyond it. */
 static const char *connection_refusal(struct server *srv, const struct ucred *c, int admin)
 {
-	uint32_t cap = srv->cfg->max_clients + EXTRA_CONNECTIONS;
-	struct user *u;
+	struct users *t = &srv->users;
+	enum user_refusal r;
 
-	if (srv->nconn >= cap + (admin ? ADMIN_CONNECTIONS : 0))
-		return "too many connections";
 	if (admin)
-		return NULL;
-	u = user_find(&srv->users, c->uid);
-	if (u && u->conns >= srv->cfg->max_connections_per_uid)
-		return "max-connections-per-uid reached";
-	return NULL;
+		return t->total[USER_CONNS] >= t->cap[USER_CONNS] + ADMIN_CONNECTIONS
+			       ? users_refusal_why(USER_CONNS, USER_NODE_FULL)
+			       : NULL;
+	r = users_admit(t, user_find(t, c->uid), c->uid, USER_CONNS, 1);
+	return r ? users_refusal_why(USER_CONNS, r) : NULL;
+}
+
+/* A connection refused before it is a session: the line is its user's. */
+static void refuse_connection(struct server *srv, int fd, const struct ucred *c, const char *why)
+{
+	struct user *u = user_get(&srv->users, c->uid, cuflag_now_ms());
+
+	if (!u || user_log_ok(u))
+		log_warn("connection from pid=%d uid=%u refused: %s (%u open)", (int)c->pid,
+			 (unsigned)c->uid, why, srv->users.total[USER_CONNS]);
+	user_put(&srv->users, u);
+	request_refuse_connection(fd, -EUSERS, why);
+	closer_close_connection(srv->closer, fd);
 }
 
 static void on_accept(struct server *srv)
@@ -185,11 +198,7 @@ static void on_accept(struct server *srv)
 		admin = peer_is_admin(srv, fd, &c);
 		why = connection_refusal(srv, &c, admin);
 		if (why) {
-			if (cuflagd_ratelimit_ok(&srv->rl))
-				log_warn("connection from pid=%d uid=%u refused: %s (%u open)",
-					 (int)c.pid, (unsigned)c.uid, why, srv->nconn);
-			request_refuse_connection(fd, -EUSERS, why);
-			closer_close_connection(srv->closer, fd);
+			refuse_connection(srv, fd, &c, why);
 			continue;
 		}
 		struct session *s = session_new(srv, fd, c.pid, c.uid, c.gid, admin);
@@ -201,8 +210,7 @@ static void on_accept(struct server *srv)
 				closer_close_connection(srv->closer, fd);
 			continue;
 		}
-		log_debug("client %u pid=%d uid=%u: connection", s->id, (int)s->pid,
-			  (unsigned)s->uid);
+		ulog(LOG_DEBUG, s, "connection");
 	}
 }
 
@@ -220,36 +228,45 @@ static const char *const broken_why[] = {
  * user's budget) can set that up again on every new connection: its user's
  * new clients are refused a while (penalty.h); one that only broke itself (a
  * corrupted queue, a full counter) is just dropped. One line says both. */
-static void drop_broken(struct server *srv, uint64_t now)
+static void drop_if_broken(struct session *s, void *arg)
 {
-	for (struct session *s = srv->sessions, *n; s; s = n) {
-		int why;
-		char line[192];
-		uint64_t ms = 0;
+	struct server *srv = arg;
+	int why = atomic_load(&s->scan->broken);
+	char line[192];
+	uint64_t ms = 0;
 
-		n = s->next;
-		if (!s->scan || s->dead || !(why = atomic_load(&s->scan->broken)))
-			continue;
-		if (why == BROKEN_STALL || why == BROKEN_COST)
-			ms = penalty_strike(&srv->penalties, s->uid, now);
-		snprintf(line, sizeof(line), "%s", broken_why[why]);
-		if (ms)
-			snprintf(line, sizeof(line), "%s; new clients of this user refused for %llu s",
-				 broken_why[why], (unsigned long long)((ms + 999) / 1000));
-		session_drop(srv, s, -EPROTO, line);
-	}
+	if (!why)
+		return;
+	if (why == BROKEN_STALL || why == BROKEN_COST)
+		ms = penalty_strike(&srv->penalties, s->uid, cuflag_now_ms());
+	snprintf(line, sizeof(line), "%s", broken_why[why]);
+	if (ms)
+		snprintf(line, sizeof(line), "%s; new clients of this user refused for %llu s",
+			 broken_why[why], (unsigned long long)((ms + 999) / 1000));
+	session_drop(srv, s, -EPROTO, line);
+}
+
+static void drop_broken(struct server *srv)
+{
+	registry_each(&srv->reg, REG_ATTACHED, drop_if_broken, srv);
 }
 
 /* Connections that did not take a region in time (root and the admin group
  * may sit on a connection as long as they like: cuflagctl). */
-static void drop_late(struct server *srv, uint64_t now)
+static void drop_if_late(struct session *s, void *arg)
 {
-	for (struct session *s = srv->sessions, *n; s; s = n) {
-		n = s->next;
-		if (!s->scan && !s->dead && !s->admin &&
-		    now - s->connected_ms >= srv->cfg->hello_timeout_ms)
-			session_drop(srv, s, -ETIMEDOUT, "no HELLO and ATTACH within hello-timeout-ms");
-	}
+	struct server *srv = arg;
+
+	if (!s->scan && !s->admin &&
+	    cuflag_now_ms() - s->connected_ms >= srv->cfg->hello_timeout_ms)
+		session_drop(srv, s, -ETIMEDOUT, "no HELLO and ATTACH within hello-timeout-ms");
+}
+
+/* An ALLOC parked too long is answered. */
+static void expire_parked(struct session *s, void *arg)
+{
+	if (s->parked)
+		request_expire_parked(arg, s, cuflag_now_ms());
 }
 
 static void on_scanner_done(struct server *srv)
@@ -266,7 +283,7 @@ static void on_scanner_done(struct server *srv)
 	 * Only then: commands come back far more often than clients break. */
 	if (scanner_broken_count(srv->sc) != srv->broken_seen) {
 		srv->broken_seen = scanner_broken_count(srv->sc);
-		drop_broken(srv, cuflag_now_ms());
+		drop_broken(srv);
 	}
 }
 
@@ -286,19 +303,16 @@ static void on_tick(struct server *srv)
 	 * write(): interrupt it; the scanner then marks that client broken. */
 	scanner_cut_stalled_write(srv->sc);
 
-	drop_broken(srv, now);
-	drop_late(srv, now);
+	drop_broken(srv);
+	registry_each(&srv->reg, REG_LIVE, drop_if_late, srv);
+	users_tick(&srv->users, now);
 	/* A burst of clients that came and went leaves the heap's free memory
 	 * with the daemon: give it back (at most once a tick, after frees). */
 	if (srv->freed_since_trim) {
 		srv->freed_since_trim = 0;
 		malloc_trim(0);
 	}
-	for (struct session *s = srv->sessions, *n; s; s = n) {
-		n = s->next;
-		if (s->parked && !s->dead)
-			request_expire_parked(srv, s, now);
-	}
+	registry_each(&srv->reg, REG_LIVE, expire_parked, srv);
 
 	/* Watchdog: ping only while the scanner makes passes or sits parked. */
 	if (srv->watchdog_usec && now - srv->last_ping_ms >= srv->watchdog_usec / 2000) {
@@ -329,18 +343,28 @@ static void on_tick(struct server *srv)
 	}
 }
 
-void server_totals(const struct server *srv, uint32_t *clients, uint32_t *slots,
-		   uint64_t *pending)
+struct totals {
+	uint32_t clients, slots;
+	uint64_t pending;
+};
+
+static void add_totals(struct session *s, void *arg)
 {
-	*clients = *slots = 0;
-	*pending = 0;
-	for (const struct session *s = srv->sessions; s; s = s->next) {
-		if (!s->scan || s->dead)
-			continue;
-		(*clients)++;
-		*slots += s->slots.nlive;
-		*pending += atomic_load_explicit(&s->scan->n_pending, memory_order_relaxed);
-	}
+	struct totals *t = arg;
+
+	t->clients++;
+	t->slots += s->slots.nlive;
+	t->pending += atomic_load_explicit(&s->scan->n_pending, memory_order_relaxed);
+}
+
+void server_totals(struct server *srv, uint32_t *clients, uint32_t *slots, uint64_t *pending)
+{
+	struct totals t = { 0 };
+
+	registry_each(&srv->reg, REG_ATTACHED, add_totals, &t);
+	*clients = t.clients;
+	*slots = t.slots;
+	*pending = t.pending;
 }
 
 static int on_signal(struct server *srv)
@@ -448,6 +472,27 @@ static int open_listener(struct server *srv, const struct cuflagd_config *cfg)
 	return 0;
 }
 
+/* What the node has room for, and one user's part of it (users.h). */
+static void set_limits(struct server *srv, const struct cuflagd_config *cfg)
+{
+	struct users *t = &srv->users;
+	/* Fds other than slot and group eventfds: every connection (admin
+	 * ones too), every region's wake eventfd, the daemon's own. */
+	uint64_t other = (uint64_t)cfg->max_clients * 2 + EXTRA_CONNECTIONS + ADMIN_CONNECTIONS + 64;
+
+	t->rate = cfg->msg_rate_per_uid;
+	t->max_pending = cfg->max_pending_per_uid;
+	t->cap[USER_CONNS] = cfg->max_clients + EXTRA_CONNECTIONS;
+	t->user_cap[USER_CONNS] = cfg->max_connections_per_uid;
+	t->cap[USER_REGIONS] = cfg->max_clients;
+	t->user_cap[USER_REGIONS] = cfg->max_clients_per_uid;
+	t->cap[USER_FDS] = srv->fd_reserve_from == INT32_MAX ? UINT32_MAX
+			   : (uint64_t)srv->fd_reserve_from > other
+				   ? (uint32_t)(srv->fd_reserve_from - other)
+				   : 0;
+	t->user_cap[USER_FDS] = cfg->max_slots_per_uid;
+}
+
 int server_init(struct server *srv, const struct cuflagd_config *cfg)
 {
 	struct itimerspec its = { .it_interval = { 0, TICK_MS * 1000000L },
@@ -495,6 +540,7 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
 	    rl.rlim_cur < INT32_MAX)
 		srv->fd_reserve_from = (int)rl.rlim_cur - FD_RESERVE;
+	set_limits(srv, cfg);
 	return 0;
 }
 

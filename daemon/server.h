@@ -10,6 +10,7 @@
 #include "eptag.h"
 #include "log.h"
 #include "region.h"
+#include "registry.h"
 #include "penalty.h"
 #include "scanner.h"
 #include "session.h"
@@ -31,10 +32,7 @@ struct server {
 	struct users users;         /* per-uid accounting (users.h) */
 	uint64_t epoch;
 	uint64_t start_ms;
-	struct session *sessions;   /* every connection, live or dying */
-	struct session *graveyard;  /* unlinked, freed after the current event batch */
-	uint32_t nconn;             /* open sockets */
-	uint32_t nregions;          /* sessions holding a region */
+	struct registry reg;        /* every connection (registry.h) */
 	uint32_t freed_since_trim;  /* sessions freed since the heap was last trimmed */
 	uint32_t next_id;
 	uint64_t dropped;
@@ -45,7 +43,7 @@ struct server {
 	uint64_t last_ping_ms;
 	uint64_t last_status_ms;
 	uint64_t last_wakes;
-	struct cuflagd_ratelimit rl;  /* lines a client can trigger */
+	struct cuflagd_ratelimit rl;  /* the daemon's own repeated lines (accept errors...) */
 	struct uid_penalties penalties; /* users refused a while (penalty.h) */
 	uint64_t broken_seen;           /* scanner_broken_count() last looked at */
 	struct ep_tag tag_listen, tag_signal, tag_timer, tag_scanner;
@@ -61,7 +59,6 @@ int server_run(struct server *srv);
 void server_fini(struct server *srv);
 
 /* Clients holding a region, their live slots, and their slots pending now. */
-void server_totals(const struct server *srv, uint32_t *clients, uint32_t *slots,
-		   uint64_t *pending);
+void server_totals(struct server *srv, uint32_t *clients, uint32_t *slots, uint64_t *pending);
 
 #endif

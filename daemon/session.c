@@ -21,33 +21,6 @@
 /* Requests served per readiness, so one busy client cannot starve the loop. */
 #define MAX_MSGS_PER_WAKE 64
 
-/* ---------------------------------------------------------------- */
-/* The server's list of sessions                                     */
-/* ---------------------------------------------------------------- */
-
-static void session_link(struct server *srv, struct session *s)
-{
-	s->prev = NULL;
-	s->next = srv->sessions;
-	if (srv->sessions)
-		srv->sessions->prev = s;
-	srv->sessions = s;
-}
-
-/* Out of the list and into the graveyard: freed after the current event
- * batch, in which an event for it may still wait. */
-static void session_bury(struct server *srv, struct session *s)
-{
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		srv->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->next = srv->graveyard;
-	srv->graveyard = s;
-}
-
 struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gid_t gid,
 			    int admin)
 {
@@ -56,8 +29,7 @@ struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gi
 
 	if (!s)
 		return NULL;
-	s->user = user_get(&srv->users, uid, srv->cfg->msg_rate_per_uid,
-			   srv->cfg->max_pending_per_uid, now);
+	s->user = user_get(&srv->users, uid, now);
 	if (!s->user) {
 		free(s);
 		return NULL;
@@ -72,11 +44,9 @@ struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gi
 	s->ipc.fd = -1;
 	s->id = ++srv->next_id;
 	s->connected_ms = now;
-	s->rl = (struct cuflagd_ratelimit){ .interval_ms = 1000, .burst = 20 };
 	s->rate = (struct rate_bucket){ .tokens = srv->cfg->msg_rate, .at_ms = now };
-	s->user->conns++;
-	srv->nconn++;
-	session_link(srv, s);
+	user_hold(&srv->users, s->user, USER_CONNS, 1);
+	registry_link(&srv->reg, s);
 	return s;
 }
 
@@ -92,47 +62,40 @@ static void session_free(struct server *srv, struct session *s)
 
 void session_free_graveyard(struct server *srv)
 {
-	while (srv->graveyard) {
-		struct session *s = srv->graveyard;
-		srv->graveyard = s->next;
+	struct session *s;
+
+	while ((s = registry_unbury(&srv->reg))) {
 		session_free(srv, s);
 		srv->freed_since_trim++;
 	}
 }
 
+static void close_on_closer(void *closer, int fd)
+{
+	closer_close(closer, fd);
+}
+
 void session_release(struct server *srv, struct session *s)
 {
-	for (uint32_t i = 0; i < s->slots.n; i++) {
-		closer_close(srv->closer, s->slots.efd[i]);
-		s->slots.efd[i] = -1;
-	}
-	for (uint32_t g = 0; g < s->slots.ngroups; g++) {
-		closer_close(srv->closer, s->slots.group_efd[g]);
-		s->slots.group_efd[g] = -1;
-	}
+	slot_table_release(&s->slots, close_on_closer, srv->closer);
 	closer_close(srv->closer, s->wake_fd);
 	s->wake_fd = -1;
 	region_destroy(&s->region);
 	slab_cuda_free(&s->ipc);
-	if (s->scan) {
-		/* Only the slots with an eventfd of the daemon's count for the user. */
-		for (uint32_t i = 0; i < s->slots.n; i++)
-			if (s->slots.state[i] != SLOT_FREE && !s->slots.group[i])
-				s->user->slots--;
-		s->user->regions--;
-		srv->nregions--;
-	}
+	if (s->scan)
+		user_hold(&srv->users, s->user, USER_REGIONS, -1);
+}
+
+static void free_at_exit(struct session *s, void *srv)
+{
+	closer_close_connection(((struct server *)srv)->closer, s->fd);
+	session_release(srv, s);
+	registry_bury(&((struct server *)srv)->reg, s);
 }
 
 void session_free_all(struct server *srv)
 {
-	for (struct session *s = srv->sessions, *n; s; s = n) {
-		n = s->next;
-		closer_close_connection(srv->closer, s->fd);
-		session_release(srv, s);
-		session_free(srv, s);
-	}
-	srv->sessions = NULL;
+	registry_each(&srv->reg, REG_ALL, free_at_exit, srv);
 	session_free_graveyard(srv);
 }
 
@@ -140,7 +103,7 @@ void session_set_reading(struct server *srv, struct session *s, int on)
 {
 	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = s };
 	if (s->fd >= 0 && epoll_ctl(srv->ep, EPOLL_CTL_MOD, s->fd, &ev) < 0)
-		slog(LOG_ERR, s, "epoll_ctl: %s", strerror(errno));
+		ulog(LOG_ERR, s, "epoll_ctl: %s", strerror(errno));
 }
 
 void session_drop(struct server *srv, struct session *s, int err, const char *why)
@@ -149,11 +112,10 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 		return;
 	if (why) {
 		srv->dropped++;
-		if (cuflagd_ratelimit_ok(&srv->rl))
-			slog(LOG_WARNING, s, "dropped: %s%s%s", why, err ? ": " : "",
-			     err ? strerror(-err) : "");
+		ulog(LOG_WARNING, s, "dropped: %s%s%s", why, err ? ": " : "",
+		     err ? strerror(-err) : "");
 	} else {
-		slog(LOG_DEBUG, s, "hung up");
+		ulog(LOG_DEBUG, s, "hung up");
 	}
 	s->dead = 1;
 	if (s->fd >= 0) {
@@ -161,11 +123,10 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 		/* Messages still queued on it may carry fds whose release blocks. */
 		closer_close_connection(srv->closer, s->fd);
 		s->fd = -1;
-		srv->nconn--;
-		s->user->conns--;
+		user_hold(&srv->users, s->user, USER_CONNS, -1);
 	}
 	if (!s->scan) {
-		session_bury(srv, s);
+		registry_bury(&srv->reg, s);
 		return;
 	}
 	/* Adopted slots went to the scanner before the held-back ADD_SESSION:
@@ -179,7 +140,7 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 	struct scanner_cmd *c = calloc(1, sizeof(*c));
 	if (!c) {
 		/* Without a command the region must stay; it is reclaimed at exit. */
-		slog(LOG_ERR, s, "out of memory while dropping; region kept until exit");
+		ulog(LOG_ERR, s, "out of memory while dropping; region kept until exit");
 		return;
 	}
 	*c = (struct scanner_cmd){ .op = SCAN_DEL_SESSION, .sess = s->scan, .owner = s };
@@ -265,15 +226,8 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 		break;
 	case SCAN_DEL_SLOT:
 		/* No device write can land any more: the slot may be handed out again. */
-		closer_close(srv->closer, s->slots.efd[c->slot]);
-		s->slots.efd[c->slot] = -1;
-		s->slots.state[c->slot] = SLOT_FREE;
-		s->slots.next_start[c->slot] = c->final_armed + RESTART_GAP;
-		slot_table_give(&s->slots, c->slot);
-		s->slots.nretiring--;
-		if (!s->slots.group[c->slot])
-			s->user->slots--;
-		s->slots.group[c->slot] = 0;
+		closer_close(srv->closer,
+			     slot_reclaim(&s->slots, c->slot, c->final_armed + RESTART_GAP));
 		if (s->parked && !s->dead)
 			request_retry_parked(srv, s, 1);
 		break;
@@ -281,7 +235,7 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 		/* Last command of a dead session: nothing in the scanner refers to
 		 * it (it left the park set already). */
 		session_release(srv, s);
-		session_bury(srv, s);
+		registry_bury(&srv->reg, s);
 		break;
 	}
 	free(c);

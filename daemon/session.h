@@ -15,6 +15,7 @@
 #include "eptag.h"
 #include "log.h"
 #include "region.h"
+#include "registry.h"
 #include "scanner.h"
 #include "slab.h"
 #include "slots.h"
@@ -51,19 +52,24 @@ struct session {
 	uint8_t *parked;
 	uint64_t parked_ms;
 
-	/* Log lines this client can cause (refusals), limited per client. */
-	struct cuflagd_ratelimit rl;
-	struct rate_bucket rate;
+	struct rate_bucket rate; /* its requests (the user's: in user) */
 
-	struct session *prev, *next;
+	struct session *prev, *next; /* the registry's (registry.h) */
 };
 
 #define slog(prio, s, fmt, ...)                                                            \
 	cuflagd_log(prio, "client %u pid=%d uid=%u: " fmt, (s)->id, (int)(s)->pid,            \
 		    (unsigned)(s)->uid, ##__VA_ARGS__)
+/* A line the client can cause: limited per user, whatever the connection
+ * (users.h), so that no user can flood the journal. */
+#define ulog(prio, s, fmt, ...)                                                            \
+	do {                                                                               \
+		if ((prio) <= cuflagd_log_level && user_log_ok((s)->user))                \
+			slog(prio, s, fmt, ##__VA_ARGS__);                                 \
+	} while (0)
 
-/* A new connection on fd (non-blocking) of the peer cred describes, linked
- * into the server's list. NULL when out of memory. */
+/* A new connection on fd (non-blocking) of the peer cred describes, in the
+ * server's registry. NULL when out of memory. */
 struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gid_t gid,
 			    int admin);
 
