@@ -19,7 +19,8 @@ cd "$(dirname "$0")/.."
 . scripts/deps.sh
 need_packages meson ninja-build gcc pkg-config check libsystemd-dev python3 valgrind \
 	libuv1-dev systemd man-db spin g++ binutils debootstrap systemd-container \
-	python3-yaml librust-tokio-dev
+	python3-yaml librust-tokio-dev python3-venv python3-setuptools \
+	python3-wheel
 # The Rust crate builds with whatever cargo is on the PATH (Debian's where
 # there is none), from Debian's packaged crates.
 command -v cargo >/dev/null || need_packages cargo

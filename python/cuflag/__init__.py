@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """cuflag: learn that GPU work has finished, from any event loop.
 
-A thin binding of libcuflag-client (found through $CUFLAG_LIBRARY, the
-linker's search path, or its soname libcuflag-client.so.0)::
+A thin binding of libcuflag-client ($CUFLAG_LIBRARY, else its soname
+libcuflag-client.so.0 in the dynamic loader's search path;
+library_path() says which file was loaded)::
 
     with cuflag.Client() as client:
         slot = client.acquire()

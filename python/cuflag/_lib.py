@@ -2,9 +2,9 @@
 """Loading libcuflag-client and declaring its functions for ctypes."""
 
 import ctypes
-import ctypes.util
 import errno
 import functools
+import operator
 import os
 
 # Opaque handles: only ever passed back to the library.
@@ -20,6 +20,7 @@ class Completion(ctypes.Structure):
 
 _PROTOTYPES = {
     "cuflag_connect": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(client_p)]),
+    "cuflag_connect_hint": (ctypes.c_char_p, [ctypes.c_int]),
     "cuflag_disconnect": (None, [client_p]),
     "cuflag_slot_acquire": (ctypes.c_int, [client_p, ctypes.POINTER(slot_p)]),
     "cuflag_slots_acquire": (ctypes.c_int, [client_p, ctypes.c_uint, ctypes.POINTER(slot_p)]),
@@ -50,22 +51,47 @@ _PROTOTYPES = {
 }
 
 
+def _wanted():
+    """What is loaded: $CUFLAG_LIBRARY, else the soname, which the dynamic
+    loader looks for in its search path (ld.so.cache, LD_LIBRARY_PATH)."""
+    return os.environ.get("CUFLAG_LIBRARY") or "libcuflag-client.so.0"
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
 def library_path():
-    """Where the library is looked for: $CUFLAG_LIBRARY, the linker's
-    search path, then the soname (left to the dynamic loader)."""
-    path = os.environ.get("CUFLAG_LIBRARY")
-    if path:
-        return path
-    return ctypes.util.find_library("cuflag-client") or "libcuflag-client.so.0"
+    """The path of the library this package uses, as the dynamic loader
+    found it (loading it if need be): $CUFLAG_LIBRARY, else the soname
+    libcuflag-client.so.0 in the loader's search path. Raises OSError
+    (naming what was looked for) when it cannot be loaded."""
+    handle = lib()
+    libc = ctypes.CDLL(None)
+    libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    info = _DlInfo()
+    if libc.dladdr(ctypes.cast(handle.cuflag_version, ctypes.c_void_p),
+                   ctypes.byref(info)) and info.dli_fname:
+        return os.path.realpath(os.fsdecode(info.dli_fname))
+    return _wanted()
 
 
 @functools.cache
 def lib():
     """The loaded library, on first use: importing the package works
     without it (for documentation tools and `pip install`)."""
+    wanted = _wanted()
     # CDLL releases the GIL around every call, so a blocking wait does
     # not stall the other Python threads.
-    handle = ctypes.CDLL(library_path(), use_errno=False)
+    try:
+        handle = ctypes.CDLL(wanted, use_errno=False)
+    except OSError as e:
+        how = ("check $CUFLAG_LIBRARY" if "CUFLAG_LIBRARY" in os.environ else
+               "install libcuflag-client0 (or meson install), or set CUFLAG_LIBRARY "
+               "to the library's path")
+        raise FileNotFoundError(errno.ENOENT, f"cannot load libcuflag-client ({e}): {how}",
+                                wanted) from None
     for name, (restype, argtypes) in _PROTOTYPES.items():
         fn = getattr(handle, name)
         fn.restype = restype
@@ -89,3 +115,51 @@ def check(rc):
     if rc < 0:
         raise error(-rc)
     return rc
+
+
+def connect_error(rc, path):
+    """The exception for cuflag_connect()'s negative errno rc on the socket
+    path (bytes, or None for the library's default): it names the socket and
+    says what to do (the library's cuflag_connect_hint())."""
+    if path is None:
+        path = os.environb.get(b"CUFLAG_SOCKET") or b"/run/cuflagd/cuflagd.sock"
+    hint = lib().cuflag_connect_hint(rc)
+    message = os.strerror(-rc) + (": " + hint.decode() if hint else "")
+    if -rc == errno.ENOTCONN:
+        return ConnectionError(-rc, message, os.fsdecode(path))
+    return OSError(-rc, message, os.fsdecode(path))
+
+
+def u32(what, value):
+    """value as a timeline value or flag (an int 0..2^32-1): TypeError for
+    anything that is not an int, ValueError outside the range."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+    if not 0 <= v <= 0xFFFFFFFF:
+        raise ValueError(f"{what} must be in 0..2**32-1, not {v}")
+    return v
+
+
+def seconds(what, value):
+    """A timeout in seconds: None (no limit) or a number >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be None or a number of seconds, "
+                        f"not {type(value).__name__}")
+    if not value >= 0:  # NaN too
+        raise ValueError(f"{what} must be None or >= 0")
+    return value
+
+
+def count(what, value):
+    """A non-negative int, such as spin_us."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+    if v < 0:
+        raise ValueError(f"{what} must be >= 0")
+    return v

@@ -109,10 +109,13 @@ class Client:
 
     ``socket_path`` (str, bytes or path-like) names the daemon's socket;
     None means ``$CUFLAG_SOCKET``, else ``/run/cuflagd/cuflagd.sock``.
-    Raises OSError on failure: FileNotFoundError or ConnectionRefusedError
-    when no daemon listens there, PermissionError when the socket is not
-    open to this user (join group ``cuflag``), TimeoutError when the daemon
-    does not answer.
+    Raises OSError on failure, naming the socket (``filename``) and saying
+    what to do: FileNotFoundError or ConnectionRefusedError when no daemon
+    listens there, PermissionError when the socket is not open to this user
+    (join the socket's group, ``cuflag``), OSError with errno ENOTSOCK when
+    the path names a directory or a file, not the socket,
+    TimeoutError when the daemon does not answer. FileNotFoundError naming
+    the library when libcuflag-client cannot be loaded.
 
     When the daemon restarts (an upgrade, a crash, SIGKILL, the watchdog),
     the client resumes by itself with the daemon that listens next on the
@@ -139,7 +142,9 @@ class Client:
         lib = _lib.lib()
         path = None if socket_path is None else os.fsencode(socket_path)
         ptr = _lib.client_p()
-        _lib.check(lib.cuflag_connect(path, ctypes.byref(ptr)))
+        rc = lib.cuflag_connect(path, ctypes.byref(ptr))
+        if rc < 0:
+            raise _lib.connect_error(rc, path)
         self._conn = _Connection(ptr)
         self._finalizer = weakref.finalize(self, self._conn.disconnect)
         self._fd = lib.cuflag_client_fd(ptr)  # the number stays across resumes

@@ -114,10 +114,13 @@ class Slot:
         completions come from the GPU (see the C library's CUDA binding).
 
         It is one aligned 32-bit store, which the CPU makes visible in
-        program order, as the device's posted write is.
+        program order, as the device's posted write is. ``value`` is an int
+        in 0..2**32-1 (TypeError, ValueError otherwise): a negative one is
+        no timeline value.
         """
+        value = _lib.u32("value", value)
         self._handle()
-        self._flag.value = value & 0xFFFFFFFF
+        self._flag.value = value
 
     def arm(self):
         """Reserve the slot's next timeline value, publish the arm to the
@@ -179,6 +182,7 @@ class Slot:
 
     def _poll(self, target, timeout_ms, spin_us=0):
         """One library wait: True when reached, False on timeout."""
+        target = _lib.u32("target", target)
         rc = _lib.lib().cuflag_slot_wait_spin(self._handle(), target, spin_us, timeout_ms)
         if rc == -errno.ETIMEDOUT:
             return False
@@ -187,8 +191,8 @@ class Slot:
 
     def reached(self, target):
         """Whether the flag has reached ``target``, without blocking.
-        Raises OSError(EINVAL) when ``target`` was never armed here, or the
-        error that stopped the work (EIO: a device fault)."""
+        Raises OSError(EINVAL) when ``target`` was never armed here (see
+        wait()), or the error that stopped the work (EIO: a device fault)."""
         return self._poll(target, 0)
 
     def wait(self, target, timeout=None, spin_us=0):
@@ -204,9 +208,19 @@ class Slot:
         when ``target`` was never armed here, or OSError with the error
         that ended the wait (EIO: a device fault stopped the work). Leaves
         the eventfd counter alone.
+
+        ``target`` is an int from arm() (TypeError otherwise, ValueError
+        outside 0..2**32-1); ``timeout`` None or a number of seconds;
+        ``spin_us`` an int >= 0. The values a wait may name are those of the
+        slot's timeline: its starting value (0 on a fresh slot; 2**30 past
+        the last value armed on it when the daemon hands a slot out again,
+        so values such as 1073741830 are normal) up to the last value
+        reserved by arm() or signal(). Any other value is OSError(EINVAL) at
+        once, as from the C library's cuflag_slot_wait().
         """
-        if timeout is not None and timeout < 0:
-            raise ValueError("timeout must be None or >= 0")
+        target = _lib.u32("target", target)
+        timeout = _lib.seconds("timeout", timeout)
+        spin_us = _lib.count("spin_us", spin_us)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             slice_s = _WAIT_SLICE_S
@@ -263,7 +277,7 @@ class Slot:
         client's ``resume_timeout``. While it waits, the slot's last stream
         is checked every 100 ms for a device fault (OSError EIO), as wait()
         does."""
-        await aio.wait(self, target, spin_us)
+        await aio.wait(self, _lib.u32("target", target), _lib.count("spin_us", spin_us))
 
     def completions(self):
         """An async iterator of completion counts, as consume() returns

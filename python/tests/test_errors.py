@@ -17,10 +17,55 @@ class ErrorTest(DaemonTestCase):
     daemon_args = ("--slots-per-client", "4")
 
     def test_no_daemon(self):
+        path = os.path.join(self.daemon.dir, "absent.sock")
         with self.assertRaises(OSError) as e:
-            cuflag.Client(os.path.join(self.daemon.dir, "absent.sock"))
+            cuflag.Client(path)
         self.assertEqual(e.exception.errno, errno.ENOENT)
         self.assertIsInstance(e.exception, FileNotFoundError)
+        # Which file, and what to do.
+        self.assertEqual(e.exception.filename, path)
+        self.assertIn("cuflagd running", str(e.exception))
+        self.assertIn(path, str(e.exception))
+
+    def test_socket_directory(self):
+        """CUFLAG_SOCKET naming the socket's directory: ENOTSOCK, not
+        "Connection refused" (no daemon there)."""
+        with self.assertRaises(OSError) as e:
+            cuflag.Client(self.daemon.dir)
+        self.assertEqual(e.exception.errno, errno.ENOTSOCK)
+        self.assertEqual(e.exception.filename, self.daemon.dir)
+        self.assertIn("name the socket itself", str(e.exception))
+
+    def test_typed_arguments(self):
+        with self.client.acquire() as slot:
+            target = slot.arm()
+            for bad in (None, "1", 1.0):
+                with self.assertRaises(TypeError) as e:
+                    slot.wait(bad)
+                self.assertIn("target must be an int", str(e.exception))
+                with self.assertRaises(TypeError):
+                    slot.reached(bad)
+                with self.assertRaises(TypeError):
+                    slot.store(bad)
+            for bad in (-1, 2**32):
+                with self.assertRaises(ValueError):
+                    slot.store(bad)
+                with self.assertRaises(ValueError):
+                    slot.wait(bad)
+            self.assertEqual(slot.flag, target - 1)  # nothing was stored
+            with self.assertRaises(TypeError):
+                slot.wait(target, timeout="1")
+            with self.assertRaises(ValueError):
+                slot.wait(target, timeout=float("nan"))
+            with self.assertRaises(ValueError):
+                slot.wait(target, timeout=0, spin_us=-1)
+            slot.store(target)
+            slot.wait(target, timeout=2)
+
+    def test_library_path(self):
+        path = cuflag.library_path()
+        self.assertTrue(os.path.isabs(path) and os.path.isfile(path), path)
+        self.assertEqual(os.path.realpath(os.environ["CUFLAG_LIBRARY"]), path)
 
     def test_wait_timeout(self):
         with self.client.acquire() as slot:
@@ -100,11 +145,15 @@ class ErrorTest(DaemonTestCase):
                 use()
 
     def test_library_not_found(self):
-        env = dict(os.environ, CUFLAG_LIBRARY=os.path.join(self.daemon.dir, "absent.so"))
-        code = "import cuflag\ntry:\n cuflag.Client()\nexcept OSError:\n print('OSError')"
+        absent = os.path.join(self.daemon.dir, "absent.so")
+        env = dict(os.environ, CUFLAG_LIBRARY=absent)
+        code = ("import cuflag\ntry:\n cuflag.Client()\nexcept OSError as e:\n"
+                " print(type(e).__name__, e.filename)\n print(e)")
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                              text=True, check=True)
-        self.assertEqual(out.stdout.strip(), "OSError")
+        first, message = out.stdout.splitlines()
+        self.assertEqual(first, f"FileNotFoundError {absent}")
+        self.assertIn("cannot load libcuflag-client", message)
 
 
 if __name__ == "__main__":
