@@ -21,6 +21,8 @@ enum kind {
 	K_SLAB,    /* enum cuflag_slab_kind, by name */
 	K_SCANNER, /* enum cuflag_scanner_state, by name */
 	K_STR16,   /* a NUL-terminated text of at most 16 bytes */
+	K_NS,      /* a duration in ns: a number in JSON, "12.345 s" for people */
+	K_MODE,    /* the scanner mode, by name */
 };
 
 struct field {
@@ -55,6 +57,13 @@ static const struct field stats_fields[] = {
 	S(bad_arms, "bad arms", K_U64, 0),
 	S(dropped, "dropped clients", K_U64, 0),
 	S(spin_us, "spin us", K_U32, 0),
+	S(scanner_mode, "scanner mode", K_MODE, 1),
+	S(scanner_cpu_ns, "scanner cpu", K_NS, 1),
+	S(scanner_wakeups, "scanner wake-ups", K_U64, 0),
+	S(scanner_sleeps, "scanner sleeps", K_U64, 0),
+	S(parked_ns, "parked", K_NS, 0),
+	S(sleeping_ns, "sleeping", K_NS, 0),
+	S(spinning_ns, "spinning", K_NS, 0),
 };
 #undef S
 
@@ -81,7 +90,7 @@ static uint64_t get_u(const void *base, const struct field *f)
 	uint32_t v32;
 	uint64_t v64;
 
-	if (f->kind == K_U64 || f->kind == K_MS || f->kind == K_EPOCH) {
+	if (f->kind == K_U64 || f->kind == K_MS || f->kind == K_EPOCH || f->kind == K_NS) {
 		memcpy(&v64, p, sizeof(v64));
 		return v64;
 	}
@@ -141,9 +150,18 @@ static void value_text(const void *base, const struct field *f, int human, char 
 			return;
 		}
 		break;
+	case K_NS:
+		if (human) {
+			snprintf(buf, len, "%.3f s", (double)v / 1e9);
+			return;
+		}
+		break;
 	case K_EPOCH:
 		snprintf(buf, len, "%016" PRIx64, v);
 		return;
+	case K_MODE:
+		name = v == 0 ? "spin" : v == 1 ? "adaptive" : NULL;
+		break;
 	case K_SLAB:
 		name = slab_name(v);
 		break;
@@ -155,7 +173,7 @@ static void value_text(const void *base, const struct field *f, int human, char 
 	}
 	if (name)
 		snprintf(buf, len, "%s", name);
-	else if (f->kind == K_SLAB || f->kind == K_SCANNER)
+	else if (f->kind == K_SLAB || f->kind == K_SCANNER || f->kind == K_MODE)
 		snprintf(buf, len, "unknown-%" PRIu64, v); /* a newer daemon's value */
 	else
 		snprintf(buf, len, "%" PRIu64, v);
@@ -169,6 +187,7 @@ static void json_field(struct json *j, const void *base, const struct field *f)
 	case K_U32:
 	case K_U64:
 	case K_MS:
+	case K_NS:
 		json_uint(j, f->key, get_u(base, f));
 		return;
 	case K_I32:

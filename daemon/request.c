@@ -388,6 +388,13 @@ static int req_stats(struct server *srv, struct session *s, struct request *req)
 	r.max_clients = srv->cfg->max_clients;
 	r.slots_per_client = srv->cfg->slots_per_client;
 	r.spin_us = (uint32_t)srv->cfg->spin_us;
+	r.scanner_mode = st.mode;
+	r.scanner_cpu_ns = st.cpu_ns;
+	r.scanner_wakeups = st.wakeups;
+	r.scanner_sleeps = st.sleeps;
+	r.parked_ns = st.parked_ns;
+	r.sleeping_ns = st.sleeping_ns;
+	r.spinning_ns = st.spinning_ns;
 	snprintf(r.daemon_version, sizeof(r.daemon_version), "%s", CUFLAG_VERSION);
 	return req_reply_ok(s, req, &r, sizeof(r), NULL, 0);
 }

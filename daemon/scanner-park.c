@@ -88,6 +88,8 @@ void scanner_block(struct scanner *sc, uint64_t deadline_ns)
 		return;
 	}
 	t0 = cuflag_now_ns();
+	atomic_store_explicit(&sc->block_timed, deadline_ns != 0, memory_order_relaxed);
+	atomic_store_explicit(&sc->block_since_ns, t0, memory_order_release);
 	/* No write can start while blocked: no tick, unless the wait is
 	 * shorter than a tick (two timer calls would cost more than the one
 	 * signal it may take). */
@@ -97,6 +99,7 @@ void scanner_block(struct scanner *sc, uint64_t deadline_ns)
 	police_tick(&sc->police, 1);
 	scanner_set_state(sc, CUFLAG_SCANNER_SPINNING);
 	t1 = cuflag_now_ns();
+	atomic_store_explicit(&sc->block_since_ns, 0, memory_order_release);
 	atomic_fetch_add_explicit(&sc->wakeups, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sc->parks, 1, memory_order_relaxed);
 	if (deadline_ns) {

@@ -55,6 +55,9 @@ struct scanner {
 	/* Counters (written by the scanner, read by anyone). */
 	_Atomic uint64_t passes, completions, parks, armed, bad_arms;
 	_Atomic uint64_t wakeups, sleeps, parked_ns, sleeping_ns;
+	/* The block in progress: since then (0: none), and whether timed. */
+	_Atomic uint64_t block_since_ns;
+	_Atomic int block_timed;
 	_Atomic uint64_t broken; /* clients found broken */
 };
 

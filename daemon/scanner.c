@@ -481,7 +481,7 @@ static uint64_t load(_Atomic uint64_t *v)
 
 void scanner_get_stats(struct scanner *sc, struct scanner_stats *st)
 {
-	uint64_t up = cuflag_now_ns() - sc->start_ns, blocked;
+	uint64_t now = cuflag_now_ns(), up = now - sc->start_ns, blocked, since;
 	clockid_t cid;
 	struct timespec ts;
 
@@ -499,6 +499,15 @@ void scanner_get_stats(struct scanner *sc, struct scanner_stats *st)
 	st->sleeps = load(&sc->sleeps);
 	st->parked_ns = load(&sc->parked_ns);
 	st->sleeping_ns = load(&sc->sleeping_ns);
+	/* Blocked right now: the time so far counts too (it is added to the
+	 * totals only at the wake). */
+	since = atomic_load_explicit(&sc->block_since_ns, memory_order_acquire);
+	if (since && now > since) {
+		if (atomic_load_explicit(&sc->block_timed, memory_order_relaxed))
+			st->sleeping_ns += now - since;
+		else
+			st->parked_ns += now - since;
+	}
 	blocked = st->parked_ns + st->sleeping_ns;
 	st->spinning_ns = up > blocked ? up - blocked : 0;
 	if (pthread_getcpuclockid(sc->thread, &cid) == 0 && clock_gettime(cid, &ts) == 0)

@@ -228,9 +228,20 @@ struct cuflag_msg_stats_reply {
 	uint32_t slots_per_client;
 	uint32_t spin_us;
 	char daemon_version[16]; /* the daemon's release, NUL-terminated */
+	/* What the scanner costs (since the daemon's start). */
+	uint32_t scanner_mode;   /* 0 spin, 1 adaptive (cuflagd --scanner-mode) */
+	uint32_t reserved0;      /* 0 */
+	uint64_t scanner_cpu_ns; /* the scanner thread's CPU time */
+	uint64_t scanner_wakeups;/* times it woke from a park or a sleep */
+	uint64_t scanner_sleeps; /* of which from a sleep (until a completion was due) */
+	uint64_t parked_ns;      /* time parked until woken */
+	uint64_t sleeping_ns;    /* time sleeping until a completion was due */
+	uint64_t spinning_ns;    /* the rest: passes, and spins between them */
 };
-_Static_assert(sizeof(struct cuflag_msg_stats_reply) == 128, "stats size");
+_Static_assert(sizeof(struct cuflag_msg_stats_reply) == 184, "stats size");
 _Static_assert(offsetof(struct cuflag_msg_stats_reply, daemon_version) == 112, "stats ver");
+_Static_assert(offsetof(struct cuflag_msg_stats_reply, scanner_cpu_ns) == 136, "stats cpu");
+_Static_assert(offsetof(struct cuflag_msg_stats_reply, spinning_ns) == 176, "stats spin");
 
 /* One reply per client to CLIENTS; a reply with id 0 ends the list. */
 struct cuflag_msg_client_info {
