@@ -61,6 +61,23 @@ struct cuflag_client {
 	struct cuflag_slot **by_id; /* layout.nslots: the slot of each id (slots_lock) */
 	struct cuflag_group **groups; /* layout.ngroups: the group of each id (slots_lock) */
 
+	/* Driven by an event loop (dispatch.c), under dispatch_lock. */
+	pthread_mutex_t dispatch_lock;
+	_Atomic int dispatch_ep;  /* what the loop waits on; -1 until asked for */
+	unsigned dispatch_gen;    /* the connection generation it watches */
+	uint64_t gone_ns;         /* when dispatch found the daemon gone; 0: served */
+	uint64_t try_ns;          /* while gone: the next resume attempt */
+	uint64_t look_ns;         /* while gone: the next look at the flags */
+	unsigned look_us;         /* the sleep before it, growing */
+	uint64_t probe_ns;        /* the next fault probe of CUDA slots; 0: none due */
+	int refusal;              /* why the daemon that listens refused us, or 0 */
+	struct cuflag_attempt {   /* a resume attempt that does not wait */
+		int sock;         /* its HELLO sent; -1: none */
+		uint32_t id;
+		unsigned gen;     /* the connection generation it replaces */
+		uint64_t sent_ns;
+	} attempt;
+
 	/* CUDA binding state (cuda.c), NULL until first used. */
 	void *cuda;
 	void (*cuda_fini)(struct cuflag_client *c);
@@ -91,6 +108,7 @@ struct cuflag_slot {
 	_Atomic int fault;       /* 0, or the negative errno a fault ended work with */
 	void *cuda;              /* per-slot CUDA state (cuda.c) */
 	struct cuflag_group *group; /* NULL, or the group whose eventfd rings for it */
+	uint32_t rung;           /* while the daemon is gone: the flag dispatch rang for */
 	struct cuflag_slot *prev, *next_slot;
 };
 
@@ -182,9 +200,52 @@ static inline int cuflag__gone_error(int rc)
  */
 int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait);
 
-/* HELLO on sock: the reply and the daemon page mapped. */
+/*
+ * A resume attempt that never waits, in two steps (dispatch.c drives them).
+ * Start: unless another thread resumes, or the last attempt was less than
+ * spacing_ns ago, connect and send HELLO: -EINPROGRESS (a->sock then waits
+ * for the answer), 0 (resumed since gen), -EAGAIN (not now), -EOPNOTSUPP,
+ * or the connection's error. Finish, once a->sock is readable: 0 resumed,
+ * -EAGAIN (another thread holds the client: later), or the attempt's error
+ * (a->sock closed then).
+ */
+int cuflag__attempt_start(struct cuflag_client *c, unsigned gen, uint64_t spacing_ns,
+			  struct cuflag_attempt *a);
+int cuflag__attempt_finish(struct cuflag_client *c, struct cuflag_attempt *a);
+
+/* While the daemon is away, one attempt per this long; after a refusal
+ * that only another daemon can mend (-ESTALE), per RESUME_REFUSED_NS. */
+#define RESUME_SPACING_NS (25u * 1000000u)
+#define RESUME_REFUSED_NS (1000u * 1000000u)
+
+/* With no daemon, a wait looks at the flag after a sleep that starts here
+ * and doubles up to the cap (cuflag_slot_wait(), cuflag_client_dispatch()). */
+#define GONE_SLEEP_FIRST_US 50u
+#define GONE_SLEEP_MAX_US 2000u
+
+/* How often a wait on a slot signalled from CUDA probes its stream for a
+ * device fault. */
+#define FAULT_PROBE_MS 100
+
+/* A resume was made: the event loop's watch follows the new connection. */
+void cuflag__dispatch_watch(struct cuflag_client *c);
+
+/* A consume or a drain found nothing: with the daemon gone, resume (one
+ * attempt that never waits behind another; when an event loop dispatches
+ * the client, one step of its attempt, which never waits at all). */
+void cuflag__resume_if_gone(struct cuflag_client *c);
+
+/* Free what dispatching made (client_free). */
+void cuflag__dispatch_free(struct cuflag_client *c);
+
+/* HELLO on sock: the reply and the daemon page mapped. In two halves for
+ * a resume attempt that does not wait for the answer: the request (its id
+ * in *id), and its reply. */
 int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_reply *r,
 		  const struct cuflag_daemon_page **dp, size_t *dp_size);
+int cuflag__hello_send(struct cuflag_client *c, int sock, uint32_t *id);
+int cuflag__hello_recv(int sock, uint32_t id, struct cuflag_msg_hello_reply *r,
+		       const struct cuflag_daemon_page **dp, size_t *dp_size);
 
 /* Map a daemon page fd (read-only). */
 int cuflag__map_daemon_page(int fd, const struct cuflag_daemon_page **out, size_t *size);

@@ -134,17 +134,27 @@ int cuflag__map_daemon_page(int fd, const struct cuflag_daemon_page **out, size_
 	return 0;
 }
 
-int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_reply *r,
-		  const struct cuflag_daemon_page **dp, size_t *dp_size)
+int cuflag__hello_send(struct cuflag_client *c, int sock, uint32_t *id)
 {
 	struct cuflag_msg_hello hello = { .version_min = CUFLAG_PROTO_VERSION,
 					  .version_max = CUFLAG_PROTO_VERSION };
+	struct cuflag_call call = { .type = CUFLAG_MSG_HELLO, .body = &hello,
+				    .blen = sizeof(hello), .id = ++c->next_req };
+	int rc = cuflag_call_send(sock, &call);
+
+	*id = call.id;
+	return rc == -ECONNRESET ? -EPIPE : rc;
+}
+
+int cuflag__hello_recv(int sock, uint32_t id, struct cuflag_msg_hello_reply *r,
+		       const struct cuflag_daemon_page **dp, size_t *dp_size)
+{
 	uint8_t reply[CUFLAG_MSG_MAX];
 	int fd = -1, rc;
-	struct cuflag_call call = { .type = CUFLAG_MSG_HELLO, .body = &hello, .blen = sizeof(hello),
-				    .reply = reply, .reply_fds = &fd, .max_fds = 1 };
+	struct cuflag_call call = { .type = CUFLAG_MSG_HELLO, .id = id, .reply = reply,
+				    .reply_fds = &fd, .max_fds = 1 };
 
-	rc = cuflag__request_on(c, sock, &call);
+	rc = cuflag_call_recv(sock, &call);
 	if (rc)
 		return rc;
 	memcpy(r, cuflag_call_body(&call), sizeof(*r));
@@ -155,6 +165,15 @@ int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_rep
 		rc = cuflag__map_daemon_page(fd, dp, dp_size);
 	safe_close(fd);
 	return rc;
+}
+
+int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_reply *r,
+		  const struct cuflag_daemon_page **dp, size_t *dp_size)
+{
+	uint32_t id;
+	int rc = cuflag__hello_send(c, sock, &id);
+
+	return rc ? rc : cuflag__hello_recv(sock, id, r, dp, dp_size);
 }
 
 /* Counts the forks this process descends from (see cuflag__forked). */
@@ -199,6 +218,7 @@ static void client_free(struct cuflag_client *c)
 	pthread_mutex_destroy(&c->arm_lock);
 	pthread_mutex_destroy(&c->slots_lock);
 	pthread_mutex_destroy(&c->resume_lock);
+	cuflag__dispatch_free(c);
 	free(c->by_id);
 	free(c->groups);
 	free(c);
@@ -244,13 +264,14 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	if (!c)
 		return -ENOMEM;
 	c->fork_gen = cuflag__fork_gen();
-	c->wake_fd = c->region_fd = -1;
+	c->wake_fd = c->region_fd = c->attempt.sock = c->dispatch_ep = -1;
 	c->resume_timeout_ms = CUFLAG_RESUME_TIMEOUT_MS;
 	strcpy(c->path, socket_path);
 	pthread_mutex_init(&c->req_lock, NULL);
 	pthread_mutex_init(&c->arm_lock, NULL);
 	pthread_mutex_init(&c->slots_lock, NULL);
 	pthread_mutex_init(&c->resume_lock, NULL);
+	pthread_mutex_init(&c->dispatch_lock, NULL);
 	c->sock = cuflag_unix_connect(socket_path, CUFLAG_REPLY_TIMEOUT_S);
 	if (c->sock < 0) {
 		rc = c->sock;

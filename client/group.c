@@ -265,9 +265,9 @@ CUFLAG_EXPORT int cuflag_group_drain(cuflag_group *g, struct cuflag_completion *
 	if (more && write(g->efd, &one, sizeof(one)) < 0)
 		(void)0;
 	pthread_mutex_unlock(&g->lock);
-	/* Nothing, and the daemon gone: resume (one quick attempt), as a
-	 * consume does; a program that only polls group fds carries on too. */
-	if (!n && cuflag__daemon_gone(c))
-		(void)cuflag__resume(c, atomic_load(&c->conn_gen), 0);
+	/* Nothing: resume if the daemon is gone, as a consume does; a program
+	 * that only polls group fds carries on too. */
+	if (!n)
+		cuflag__resume_if_gone(c);
 	return (int)n;
 }

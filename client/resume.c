@@ -13,6 +13,7 @@
  * resume runs at a time; attempts are spaced while nobody listens.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -27,8 +28,6 @@
 #include "unix-socket.h"
 #include "timeline.h"
 
-/* While nobody listens, one attempt per this long. */
-#define RESUME_SPACING_NS (25u * 1000000u)
 /* How long an attempt made on the way of a wait or a consume waits for each
  * answer: they go on watching the flags rather than wait for a daemon. */
 #define QUICK_REPLY_US 100000
@@ -95,8 +94,24 @@ static void ring_unread(struct cuflag_client *c)
 			cuflag__group_rescan(c->groups[i]);
 }
 
-/* One attempt, with req_lock and slots_lock held. */
-static int resume_once(struct cuflag_client *c, int quick)
+/* Both timeouts of sock, in microseconds. */
+static int set_timeouts(int sock, long us)
+{
+	struct timeval tv = { .tv_sec = us / 1000000, .tv_usec = us % 1000000 };
+
+	if (setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+		return -errno;
+	return 0;
+}
+
+/*
+ * The rest of an attempt whose HELLO (request hello_id) was sent on sock:
+ * its reply, ATTACH, ADOPT, then the new connection in the old one's fd
+ * number (with the reply timeouts of any connection, blocking). req_lock
+ * and slots_lock held; sock stays the caller's.
+ */
+static int resume_finish(struct cuflag_client *c, int sock, uint32_t hello_id)
 {
 	struct cuflag_msg_attach m = { .epoch = c->epoch };
 	struct cuflag_msg_hello_reply r;
@@ -104,7 +119,7 @@ static int resume_once(struct cuflag_client *c, int quick)
 	const struct cuflag_daemon_page *dp = NULL, *old;
 	struct retired_page *ret;
 	uint8_t reply[CUFLAG_MSG_MAX];
-	int give[2] = { c->region_fd, c->wake_fd }, fd = -1, sock, rc;
+	int give[2] = { c->region_fd, c->wake_fd }, fd = -1, flags, rc;
 	size_t dp_size = 0;
 	struct cuflag_call call = { .type = CUFLAG_MSG_ATTACH, .body = &m, .blen = sizeof(m),
 				    .fds = give, .nfds = 2, .reply = reply, .reply_fds = &fd,
@@ -113,22 +128,7 @@ static int resume_once(struct cuflag_client *c, int quick)
 	ret = malloc(sizeof(*ret));
 	if (!ret)
 		return -ENOMEM;
-	sock = cuflag_unix_connect(c->path, CUFLAG_REPLY_TIMEOUT_S);
-	if (sock < 0) {
-		free(ret);
-		return sock;
-	}
-	if (quick) {
-		/* An attempt on the way of a wait or a consume: a socket that
-		 * accepts while its daemon is still starting must not hold it. */
-		struct timeval tv = { .tv_usec = QUICK_REPLY_US };
-		if (setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-		    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
-			rc = -errno;
-			goto out;
-		}
-	}
-	rc = cuflag__hello(c, sock, &r, &dp, &dp_size);
+	rc = cuflag__hello_recv(sock, hello_id, &r, &dp, &dp_size);
 	if (rc)
 		goto out;
 	cuflag_region_layout_from_reply(&offered, &r);
@@ -142,6 +142,11 @@ static int resume_once(struct cuflag_client *c, int quick)
 	safe_close(fd);
 	if (!rc)
 		rc = adopt_all(c, sock);
+	/* The connection's settings are the new fd number's after dup2. */
+	if (!rc && (flags = fcntl(sock, F_GETFL)) >= 0 && fcntl(sock, F_SETFL, flags & ~O_NONBLOCK) < 0)
+		rc = -errno;
+	if (!rc)
+		rc = set_timeouts(sock, CUFLAG_REPLY_TIMEOUT_S * 1000000L);
 	if (rc)
 		goto out;
 	/* From here on the new daemon serves us, on the same fd number. */
@@ -162,8 +167,36 @@ out:
 	free(ret);
 	if (dp)
 		munmap((void *)dp, dp_size);
+	return rc;
+}
+
+/* One attempt, with req_lock and slots_lock held. */
+static int resume_once(struct cuflag_client *c, int quick)
+{
+	uint32_t id;
+	int sock, rc;
+
+	sock = cuflag_unix_connect(c->path, CUFLAG_REPLY_TIMEOUT_S);
+	if (sock < 0)
+		return sock;
+	/* An attempt on the way of a wait or a consume: a socket that accepts
+	 * while its daemon is still starting must not hold it. */
+	rc = quick ? set_timeouts(sock, QUICK_REPLY_US) : 0;
+	if (!rc)
+		rc = cuflag__hello_send(c, sock, &id);
+	if (!rc)
+		rc = resume_finish(c, sock, id);
 	safe_close(sock);
 	return rc;
+}
+
+/* A resume was made (resume_lock held): the waits and the event loop's
+ * watch follow the new connection. */
+static void resumed(struct cuflag_client *c)
+{
+	atomic_fetch_add(&c->conn_gen, 1);
+	cuflag__forget_waits(c); /* their epolls watch the old connection */
+	cuflag__dispatch_watch(c);
 }
 
 static int resume_locked(struct cuflag_client *c, int quick)
@@ -179,10 +212,63 @@ static int resume_locked(struct cuflag_client *c, int quick)
 	rc = resume_once(c, quick);
 	pthread_mutex_unlock(&c->slots_lock);
 	pthread_mutex_unlock(&c->req_lock);
-	if (!rc) {
-		atomic_fetch_add(&c->conn_gen, 1);
-		cuflag__forget_waits(c); /* their epolls watch the old connection */
+	if (!rc)
+		resumed(c);
+	return rc;
+}
+
+int cuflag__attempt_start(struct cuflag_client *c, unsigned gen, uint64_t spacing_ns,
+			  struct cuflag_attempt *a)
+{
+	int rc = -EAGAIN;
+
+	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
+		return -EOPNOTSUPP;
+	if (pthread_mutex_trylock(&c->resume_lock))
+		return -EAGAIN; /* another thread is resuming */
+	if (atomic_load(&c->conn_gen) != gen) {
+		rc = 0; /* resumed meanwhile */
+	} else if (cuflag_now_ns() - c->last_try_ns >= spacing_ns &&
+		   !pthread_mutex_trylock(&c->req_lock)) {
+		c->last_try_ns = cuflag_now_ns();
+		a->gen = gen;
+		a->sock = cuflag_unix_connect_nonblock(c->path);
+		rc = a->sock < 0 ? a->sock : cuflag__hello_send(c, a->sock, &a->id);
+		if (rc)
+			a->sock = safe_close(a->sock);
+		else
+			rc = -EINPROGRESS;
+		pthread_mutex_unlock(&c->req_lock);
 	}
+	pthread_mutex_unlock(&c->resume_lock);
+	return rc;
+}
+
+int cuflag__attempt_finish(struct cuflag_client *c, struct cuflag_attempt *a)
+{
+	int rc = -EAGAIN;
+
+	if (pthread_mutex_trylock(&c->resume_lock))
+		return -EAGAIN;
+	if (atomic_load(&c->conn_gen) != a->gen) {
+		rc = 0; /* another thread resumed meanwhile */
+	} else if (!pthread_mutex_trylock(&c->req_lock)) {
+		/* The daemon answered: what follows is quick, as an attempt on
+		 * the way of a consume is. */
+		int flags = fcntl(a->sock, F_GETFL);
+		rc = flags < 0 || fcntl(a->sock, F_SETFL, flags & ~O_NONBLOCK) < 0 ? -errno
+			: set_timeouts(a->sock, QUICK_REPLY_US);
+		pthread_mutex_lock(&c->slots_lock);
+		if (!rc)
+			rc = resume_finish(c, a->sock, a->id);
+		pthread_mutex_unlock(&c->slots_lock);
+		pthread_mutex_unlock(&c->req_lock);
+		if (!rc)
+			resumed(c);
+	}
+	pthread_mutex_unlock(&c->resume_lock);
+	if (rc != -EAGAIN)
+		a->sock = safe_close(a->sock);
 	return rc;
 }
 

@@ -172,6 +172,7 @@ static struct cuflag_slot *slot_new(struct cuflag_client *c, const struct cuflag
 	atomic_store(&s->next, g->start);
 	atomic_store(&s->first, g->start);
 	atomic_store(&s->consumed, g->start);
+	s->rung = g->start;
 	return s;
 }
 
@@ -536,7 +537,7 @@ static int waiter_watch(struct waiter *w)
 	w->conn_gen = atomic_load(&w->s->c->conn_gen);
 	w->ep = wait_ep_get(w->s, &w->cached, &w->gen);
 	w->daemon_gone = 0;
-	w->backoff_us = 50;
+	w->backoff_us = GONE_SLEEP_FIRST_US;
 	return w->ep < 0 ? w->ep : 0;
 }
 
@@ -552,7 +553,7 @@ static int waiter_without_daemon(struct waiter *w)
 		return waiter_watch(w);
 	struct timespec ts = { 0, (long)w->backoff_us * 1000 };
 	nanosleep(&ts, NULL);
-	if (w->backoff_us < 2000)
+	if (w->backoff_us < GONE_SLEEP_MAX_US)
 		w->backoff_us *= 2;
 	return 0;
 }
@@ -622,8 +623,8 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 			break;
 		}
 		ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999u) / 1000000u);
-		if (s->cuda && (ms < 0 || ms > 100))
-			ms = 100; /* the CUDA binding probes its streams for faults */
+		if (s->cuda && (ms < 0 || ms > FAULT_PROBE_MS))
+			ms = FAULT_PROBE_MS; /* the CUDA binding probes its streams for faults */
 		rc = w.daemon_gone ? waiter_without_daemon(&w) : waiter_sleep(&w, ms);
 		if (rc || w.ep < 0)
 			break;
@@ -674,8 +675,7 @@ CUFLAG_EXPORT int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions)
 		return -errno;
 	if (cuflag__slot_take(s, completions))
 		return 0;
-	if (cuflag__daemon_gone(s->c))
-		(void)cuflag__resume(s->c, atomic_load(&s->c->conn_gen), 0);
+	cuflag__resume_if_gone(s->c);
 	return -EAGAIN;
 }
 

@@ -10,7 +10,7 @@
 
 #include "fd-util.h"
 
-int cuflag_unix_connect(const char *path, unsigned timeout_s)
+static int unix_connect(const char *path, unsigned timeout_s, int type)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = timeout_s };
@@ -20,7 +20,7 @@ int cuflag_unix_connect(const char *path, unsigned timeout_s)
 	if (len >= sizeof(a.sun_path))
 		return -ENAMETOOLONG;
 	memcpy(a.sun_path, path, len + 1);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (timeout_s && (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
@@ -60,4 +60,14 @@ const char *cuflag_unix_connect_hint(int err)
 	default:
 		return NULL;
 	}
+}
+
+int cuflag_unix_connect(const char *path, unsigned timeout_s)
+{
+	return unix_connect(path, timeout_s, SOCK_SEQPACKET);
+}
+
+int cuflag_unix_connect_nonblock(const char *path)
+{
+	return unix_connect(path, 0, SOCK_SEQPACKET | SOCK_NONBLOCK);
 }

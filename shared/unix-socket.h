@@ -17,4 +17,8 @@ int cuflag_unix_connect(const char *path, unsigned timeout_s);
  * sentence for the user, or NULL when there is no advice beyond strerror. */
 const char *cuflag_unix_connect_hint(int err);
 
+/* The same, non-blocking and without timeouts: a listener whose backlog is
+ * full fails it with -EAGAIN rather than make it wait. */
+int cuflag_unix_connect_nonblock(const char *path);
+
 #endif

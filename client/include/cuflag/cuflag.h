@@ -284,6 +284,9 @@ CUFLAG_API int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigned s
  * signalling (its successor may ring the eventfd again; that counts nothing).
  * Read the eventfd yourself only if you accept a count that may repeat
  * after such a restart. Several threads may consume one slot at once.
+ * Finding none while the daemon is gone, it makes one resume attempt that
+ * never waits behind another thread's (and none that waits at all once an
+ * event loop dispatches the client: see cuflag_client_dispatch()).
  * Return: 0, -EAGAIN when none, -ECHILD (the client was connected by the
  * parent of this process), or an errno from read(2).
  */
@@ -342,6 +345,69 @@ CUFLAG_API int cuflag_reconnect(cuflag_client *c);
  * Return: 0, or -EINVAL.
  */
 CUFLAG_API int cuflag_client_set_resume_timeout(cuflag_client *c, int timeout_ms);
+
+/**
+ * DOC: driving a client from an event loop
+ *
+ * A program with an event loop (epoll, libuv, asyncio, tokio) lets the loop
+ * wait and the library decide, as libwayland's prepare_read/dispatch does:
+ * it watches the fd of cuflag_client_dispatch_fd() for readability, and
+ * calls cuflag_client_dispatch() when that fd is readable and when the
+ * timeout of cuflag_client_dispatch_timeout() runs out (asking for the
+ * timeout again after each call). Nothing else: the library notices the
+ * daemon's hang-up, resumes with the daemon that listens next (attempts
+ * spaced, none waiting for an answer: the loop waits on it through the same
+ * fd), and, while no daemon runs, looks at the flags itself and rings the
+ * eventfd of a slot (or of its group) whose flag moved, so that the loop's
+ * waits on slot and group eventfds wake and find the value landed. A slot
+ * signalled from CUDA with work outstanding is probed for a device fault at
+ * the timeouts too; a fault rings its eventfd and its waits see -EIO.
+ * Once cuflag_client_dispatch_fd() was called, cuflag_slot_consume() and
+ * cuflag_group_drain() that find the daemon gone never wait for a resume
+ * attempt either: they take one step of the dispatcher's.
+ * Blocking calls from other threads keep resuming by themselves; the
+ * dispatcher follows any resume, whoever made it.
+ */
+
+/**
+ * cuflag_client_dispatch_fd() - the fd an event loop waits on for
+ * readability before it calls cuflag_client_dispatch().
+ * An epoll instance owned by the client (never close it, nor read it); the
+ * same fd for the client's life, whatever the resumes. Made on the first
+ * call.
+ * Return: the fd (>= 0), or -EINVAL (NULL), -ECHILD (the client was
+ * connected by the parent of this process), -EMFILE / -ENFILE / -ENOMEM
+ * (making the epoll).
+ */
+CUFLAG_API int cuflag_client_dispatch_fd(cuflag_client *c);
+
+/**
+ * cuflag_client_dispatch() - do what the client's connection needs, without
+ * blocking: notice a hang-up, make or finish a resume attempt, look at the
+ * flags while the daemon is away, probe CUDA slots for faults. Call it when
+ * the fd of cuflag_client_dispatch_fd() is readable, when the timeout of
+ * cuflag_client_dispatch_timeout() runs out, and before a wait starts. Any
+ * thread may call it; it never waits behind another thread's resume.
+ * Return: 0 (a daemon serves the client), or, while none does (call again
+ * as said; the library keeps trying): -EAGAIN (a resume is under way),
+ * -ENOTCONN (none came back within the client's resume timeout: calls that
+ * need the daemon give up now; waits go on with the flags), -ESTALE (the
+ * daemon that listens has another region layout), -EPROTONOSUPPORT (it
+ * speaks another protocol version), -EOPNOTSUPP (the daemon ran --slab
+ * cuda-ipc: no resume can mend it); or -EINVAL (NULL), -ECHILD, and the
+ * errors of cuflag_client_dispatch_fd().
+ */
+CUFLAG_API int cuflag_client_dispatch(cuflag_client *c);
+
+/**
+ * cuflag_client_dispatch_timeout() - how long the loop may wait on the fd
+ * of cuflag_client_dispatch_fd() before it calls cuflag_client_dispatch().
+ * @timeout_ms: receives the milliseconds (0: call it now), or -1 when only
+ *              the fd's readiness calls for it (a daemon serves, no CUDA
+ *              work to probe); poll(2) and epoll_wait(2) take it as it is.
+ * Return: 0, or -EINVAL (NULL), -ECHILD.
+ */
+CUFLAG_API int cuflag_client_dispatch_timeout(cuflag_client *c, int *timeout_ms);
 
 /**
  * cuflag_group_create() - a group: one eventfd and one completion ring for
