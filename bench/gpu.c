@@ -477,6 +477,7 @@ int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 	r->daemon_pid = d.pid;
 	if (gpu_latency(o, r, &L, d.sock))
 		failed = 1;
+	failed |= gpu_devsig(o, r, &L.dev, &d);
 	bench_arm_cost(r, d.sock);
 	failed |= r->arm_8 < 0;
 	gpu_dev_close(&L.dev);

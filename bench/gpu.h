@@ -12,4 +12,10 @@ struct bench_daemon;
 void gpu_throughput(const struct bench_opts *o, struct bench_report *r,
 		    const struct bench_daemon *d);
 
+/* gpu-devsig.c: signals from inside a running kernel: latency rows beside
+ * the persistent-kernel floor and the launch + memop path, the devsig-1M
+ * throughput row, the ratios against their targets; whether any failed. */
+int gpu_devsig(const struct bench_opts *o, struct bench_report *r, struct gpu_dev *dev,
+	       const struct bench_daemon *d);
+
 #endif
