@@ -12,6 +12,11 @@ extern int cuflagd_log_level;
 
 int cuflagd_log_parse_level(const char *s);
 
+/* From here on a line is written without waiting: a journal or a pipe that
+ * does not keep up never holds the main loop or the scanner; lines it could
+ * not take are counted and said as soon as one goes through. */
+void cuflagd_log_open(void);
+
 __attribute__((format(printf, 2, 3))) void cuflagd_log(int prio, const char *fmt, ...);
 
 /*

@@ -56,6 +56,7 @@ int main(int argc, char **argv)
 	rc = cuflagd_config_parse(&cfg, argc, argv);
 	if (rc)
 		return rc > 0 ? EXIT_SUCCESS : 2;
+	cuflagd_log_open();
 	/* Before any thread exists (the CUDA driver starts its own): every
 	 * thread inherits this mask, so these signals reach only the signalfd. */
 	server_block_signals();

@@ -1349,6 +1349,47 @@ TEST(never_reads)
 	good_check(100);
 }
 
+/* A log nobody reads (a journal that stalls): the pipe fills, and the daemon
+ * must go on serving, losing lines rather than waiting; it says how many it
+ * lost once the reader is back. Root's lines are not rate-limited, so each
+ * refusal below is a line. */
+TEST(log_reader_stalls)
+{
+	static uint8_t junk[1];
+	struct reply r;
+	uint64_t worst = 0;
+	size_t mark;
+	int n;
+
+	printf("a log reader that stalls:\n");
+	for (n = 0; n < 4000 && worst < 1000000000u; n++) {
+		uint64_t t0 = cuflag_now_ns();
+		int fd = cuflag_unix_connect(d.sock, 5);
+		CHECK_MSG(fd >= 0, "connection %d: %s", n, strerror(-fd));
+		CHECK(raw_send_bytes(fd, junk, sizeof(junk), NULL, 0) == 0);
+		while (raw_recv(fd, &r) > 0)
+			; /* the error reply, then the hang-up */
+		close(fd);
+		if (cuflag_now_ns() - t0 > worst)
+			worst = cuflag_now_ns() - t0;
+	}
+	printf("  %-52s %d refused, slowest %.1f ms\n", "4000 refusals, log unread", n,
+	       (double)worst / 1e6);
+	CHECK_MSG(worst < 1000000000u, "a refusal took %.0f ms: the daemon waited on its log",
+		  (double)worst / 1e6);
+	mark = loglen;
+	log_collect();
+	for (int fd = raw_connect(); fd >= 0; fd = -1) { /* one more line, now that it is read */
+		CHECK(raw_send_bytes(fd, junk, sizeof(junk), NULL, 0) == 0);
+		while (raw_recv(fd, &r) > 0)
+			;
+		close(fd);
+	}
+	struct log_want w = { mark, "log lines dropped", NULL };
+	CHECK_MSG(wait_until(log_pred, &w, 3000), "no line says how many lines were lost");
+	last_logged_ns = cuflag_now_ns();
+}
+
 /* Between checks a test may leave the daemon's log unread: drain it. */
 static void settle(void)
 {
