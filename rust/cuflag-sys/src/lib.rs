@@ -90,8 +90,7 @@ extern "C" {
     pub fn cuflag_version() -> *const c_char;
 
     pub fn cuflag_cuda_signal(s: *mut cuflag_slot, stream: CUstream, target: *mut u32) -> c_int;
-    pub fn cuflag_cuda_launched(s: *mut cuflag_slot, stream: CUstream, target: *mut u32)
-        -> c_int;
+    pub fn cuflag_cuda_launched(s: *mut cuflag_slot, stream: CUstream, target: *mut u32) -> c_int;
     /// 1 (capturing), 0 (not), or a negative errno.
     pub fn cuflag_cuda_capturing(stream: CUstream) -> c_int;
     pub fn cuflag_cuda_check(s: *mut cuflag_slot) -> c_int;

@@ -100,6 +100,11 @@ impl Daemon {
         child.wait().expect("waitpid")
     }
 
+    /// The running daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the daemon runs").id()
+    }
+
     /// SIGTERM and wait: its exit status.
     pub fn stop(&mut self) -> ExitStatus {
         self.signal(SIGTERM)
@@ -113,6 +118,19 @@ impl Daemon {
     /// Start the next daemon on the same socket (after stop or kill).
     pub fn restart(&mut self) {
         self.spawn();
+    }
+
+    /// A restart: SIGKILL (`kill`) or SIGTERM, no daemon for `away`, then
+    /// the next one on the same socket, ready.
+    pub fn bounce(&mut self, kill: bool, away: Duration) {
+        if kill {
+            self.kill();
+        } else {
+            let st = self.stop();
+            assert!(st.success(), "cuflagd exited with {}", st);
+        }
+        std::thread::sleep(away);
+        self.restart();
     }
 }
 

@@ -1,1 +1,2 @@
 pub mod daemon;
+pub mod driver;
