@@ -7,8 +7,11 @@
 #include <string.h>
 
 #include "cuflag/cuflag.h"
+#include "exporter.h"
+#include "prom.h"
 #include "query.h"
 #include "report.h"
+#include "top.h"
 
 enum { EXIT_OK = 0, EXIT_DAEMON = 1, EXIT_USAGE = 2 };
 
@@ -20,11 +23,17 @@ static void usage(FILE *f)
 		"Commands:\n"
 		"  status          version, uptime, slab backend, epoch, scanner, load\n"
 		"  clients         one line per connected client\n"
-		"  stats           every counter the daemon keeps\n\n"
+		"  stats           every counter the daemon keeps\n"
+		"  stuck           slots armed longer than the daemon's --stuck-ms\n"
+		"  metrics         what the daemon records, in the Prometheus text format\n"
+		"  top             a live view, one row per client (q quits)\n\n"
 		"Options:\n"
 		"  --socket PATH   the daemon's socket (default: $CUFLAG_SOCKET, else\n"
 		"                  " CUFLAG_DEFAULT_SOCKET ")\n"
 		"  --json          print one JSON object instead of a table\n"
+		"  --listen HOST:PORT\n"
+		"                  metrics: serve GET /metrics over HTTP there instead\n"
+		"  --once          top: print one frame and exit\n"
 		"  -h, --help      this text\n"
 		"  --version       print the version\n\n"
 		"Exit status: 0 success, 1 the daemon is unreachable or answered an error,\n"
@@ -45,6 +54,32 @@ static int run_counters(struct ctl_conn *c, int json, int brief)
 	return 0;
 }
 
+static int run_stuck(struct ctl_conn *c, int json)
+{
+	struct cuflag_msg_stuck_slot *v = NULL;
+	uint32_t more = 0;
+	size_t n = 0;
+	int rc = ctl_stuck(c, &v, &n, &more);
+
+	if (rc)
+		return rc;
+	report_stuck(stdout, v, n, more, json);
+	free(v);
+	return 0;
+}
+
+static int run_metrics(struct ctl_conn *c)
+{
+	struct ctl_metrics m;
+	int rc = ctl_metrics(c, &m);
+
+	if (rc)
+		return rc;
+	prom_write(stdout, &m);
+	ctl_metrics_free(&m);
+	return 0;
+}
+
 static int run_clients(struct ctl_conn *c, int json)
 {
 	struct cuflag_msg_client_info *v = NULL;
@@ -60,18 +95,20 @@ static int run_clients(struct ctl_conn *c, int json)
 
 int main(int argc, char **argv)
 {
-	enum { O_SOCKET = 256, O_JSON, O_VERSION };
+	enum { O_SOCKET = 256, O_JSON, O_VERSION, O_LISTEN, O_ONCE };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "listen", required_argument, NULL, O_LISTEN },
+		{ "once", no_argument, NULL, O_ONCE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ 0 },
 	};
 	const char *path = getenv(CUFLAG_SOCKET_ENV);
 	struct ctl_conn conn;
-	const char *cmd;
-	int c, json = 0, rc;
+	const char *cmd, *listen = NULL;
+	int c, json = 0, once = 0, rc;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -80,6 +117,12 @@ int main(int argc, char **argv)
 			break;
 		case O_JSON:
 			json = 1;
+			break;
+		case O_LISTEN:
+			listen = optarg;
+			break;
+		case O_ONCE:
+			once = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -99,18 +142,32 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	cmd = argv[optind];
-	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "clients")) {
+	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "clients") &&
+	    strcmp(cmd, "stuck") && strcmp(cmd, "metrics") && strcmp(cmd, "top")) {
 		fprintf(stderr, "cuflagctl: unknown command '%s'\n", cmd);
 		usage(stderr);
 		return EXIT_USAGE;
 	}
 	if (!path || !path[0])
 		path = CUFLAG_DEFAULT_SOCKET;
+	if (listen && strcmp(cmd, "metrics")) {
+		fprintf(stderr, "cuflagctl: --listen goes with metrics\n");
+		return EXIT_USAGE;
+	}
+	/* These two ask the daemon again and again, each time afresh. */
+	if (listen)
+		return exporter_run(listen, path) ? EXIT_DAEMON : EXIT_OK;
+	if (!strcmp(cmd, "top"))
+		return top_run(path, once) ? EXIT_DAEMON : EXIT_OK;
 
 	rc = ctl_open(&conn, path);
 	if (rc == 0) {
 		if (!strcmp(cmd, "clients"))
 			rc = run_clients(&conn, json);
+		else if (!strcmp(cmd, "stuck"))
+			rc = run_stuck(&conn, json);
+		else if (!strcmp(cmd, "metrics"))
+			rc = run_metrics(&conn);
 		else
 			rc = run_counters(&conn, json, !strcmp(cmd, "status"));
 	}

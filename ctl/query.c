@@ -41,16 +41,24 @@ void ctl_close(struct ctl_conn *c)
 	c->fd = safe_close(c->fd);
 }
 
-/* Send a query (no body, no fds) on a call of type, with a fresh id. */
-static int send_query(struct ctl_conn *c, struct cuflag_call *call, uint16_t type, void *buf)
+/* Send a query (a body of blen bytes, no fds) on a call of type, with a fresh id. */
+static int send_query_body(struct ctl_conn *c, struct cuflag_call *call, uint16_t type,
+			   void *buf, const void *body, uint32_t blen)
 {
 	int rc;
 
-	*call = (struct cuflag_call){ .type = type, .id = ++c->next_id, .reply = buf };
+	*call = (struct cuflag_call){
+		.type = type, .id = ++c->next_id, .reply = buf, .body = body, .blen = blen
+	};
 	rc = cuflag_call_send(c->fd, call);
 	if (rc == -EAGAIN)
 		rc = -ETIMEDOUT;
 	return rc ? fail(c, rc, "sending the request") : 0;
+}
+
+static int send_query(struct ctl_conn *c, struct cuflag_call *call, uint16_t type, void *buf)
+{
+	return send_query_body(c, call, type, buf, NULL, 0);
 }
 
 /*
@@ -92,39 +100,144 @@ int ctl_stats(struct ctl_conn *c, struct cuflag_msg_stats_reply *out)
 	return rc ? rc : recv_reply(c, &call, out, sizeof(*out));
 }
 
-int ctl_clients(struct ctl_conn *c, struct cuflag_msg_client_info **list, size_t *n)
+/* Room for one more element of size in *v (cap, len counted in elements). */
+static int grow(struct ctl_conn *c, void **v, size_t *cap, size_t len, size_t size)
 {
-	struct cuflag_msg_client_info ci, *v = NULL;
-	size_t cap = 0, len = 0;
+	size_t ncap;
+	void *nv;
+
+	if (len < *cap)
+		return 0;
+	if (len >= CLIENTS_MAX)
+		return fail(c, -EBADMSG, "a list without an end");
+	ncap = *cap ? *cap * 2 : 16;
+	nv = realloc(*v, ncap * size);
+	if (!nv)
+		return fail(c, -ENOMEM, "a list");
+	*v = nv;
+	*cap = ncap;
+	return 0;
+}
+
+/* One METRICS page: records into m, *next the next page's after_id (0: none). */
+static int metrics_page(struct ctl_conn *c, struct ctl_metrics *m, uint32_t after,
+			uint32_t *next, size_t *ucap, size_t *ccap)
+{
+	struct cuflag_msg_metrics q = { .after_id = after };
 	uint8_t buf[CUFLAG_MSG_MAX];
 	struct cuflag_call call;
-	int rc = send_query(c, &call, CUFLAG_MSG_CLIENTS, buf);
+	int rc = send_query_body(c, &call, CUFLAG_MSG_METRICS, buf, &q, sizeof(q));
 
 	while (rc == 0) {
-		rc = recv_reply(c, &call, &ci, sizeof(ci));
+		const uint8_t *body;
+		uint32_t kind;
+
+		rc = recv_reply(c, &call, &kind, sizeof(kind));
 		if (rc)
 			break;
-		if (ci.client_id == 0) {
+		/* The reply check made sure the length is the kind's. */
+		body = cuflag_call_body(&call);
+		switch (kind) {
+		case CUFLAG_METRICS_END: {
+			struct cuflag_metrics_end e;
+			memcpy(&e, body, sizeof(e));
+			*next = e.next_after;
+			if (*next && *next <= after)
+				return fail(c, -EBADMSG, "METRICS pages going backwards");
+			return 0;
+		}
+		case CUFLAG_METRICS_DAEMON:
+			memcpy(&m->daemon, body, sizeof(m->daemon));
+			break;
+		case CUFLAG_METRICS_USER:
+			if ((rc = grow(c, (void **)&m->users, ucap, m->nusers, sizeof(*m->users))))
+				break;
+			memcpy(&m->users[m->nusers++], body, sizeof(*m->users));
+			break;
+		case CUFLAG_METRICS_CLIENT:
+			if ((rc = grow(c, (void **)&m->clients, ccap, m->nclients, sizeof(*m->clients))))
+				break;
+			memcpy(&m->clients[m->nclients++], body, sizeof(*m->clients));
+			break;
+		}
+	}
+	return rc;
+}
+
+int ctl_metrics(struct ctl_conn *c, struct ctl_metrics *out)
+{
+	size_t ucap = 0, ccap = 0;
+	uint32_t after = 0, next = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	do {
+		rc = metrics_page(c, out, after, &next, &ucap, &ccap);
+		after = next;
+	} while (!rc && next);
+	if (rc)
+		ctl_metrics_free(out);
+	else if (out->daemon.kind != CUFLAG_METRICS_DAEMON)
+		rc = fail(c, -EBADMSG, "METRICS without the daemon's record");
+	return rc;
+}
+
+void ctl_metrics_free(struct ctl_metrics *m)
+{
+	free(m->users);
+	free(m->clients);
+	m->users = NULL;
+	m->clients = NULL;
+	m->nusers = m->nclients = 0;
+}
+
+/*
+ * A query answered by one reply of size bytes per element, then one whose
+ * first word (a client id) is 0: the elements into *list (malloc'ed), the
+ * last reply into end.
+ */
+static int ctl_list(struct ctl_conn *c, uint16_t type, size_t size, void **list, size_t *n,
+		    void *end)
+{
+	uint8_t buf[CUFLAG_MSG_MAX], one[CUFLAG_MSG_MAX];
+	size_t cap = 0, len = 0;
+	struct cuflag_call call;
+	uint32_t id;
+	void *v = NULL;
+	int rc = send_query(c, &call, type, buf);
+
+	while (rc == 0) {
+		rc = recv_reply(c, &call, one, size);
+		if (rc)
+			break;
+		memcpy(&id, one, sizeof(id));
+		if (id == 0) {
+			memcpy(end, one, size);
 			*list = v;
 			*n = len;
 			return 0;
 		}
-		if (len == CLIENTS_MAX) {
-			rc = fail(c, -EBADMSG, "client list without an end");
+		if ((rc = grow(c, &v, &cap, len, size)))
 			break;
-		}
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			void *nv = realloc(v, ncap * sizeof(*v));
-			if (!nv) {
-				rc = fail(c, -ENOMEM, "client list");
-				break;
-			}
-			v = nv;
-			cap = ncap;
-		}
-		v[len++] = ci;
+		memcpy((uint8_t *)v + len++ * size, one, size);
 	}
 	free(v);
 	return rc;
+}
+
+int ctl_stuck(struct ctl_conn *c, struct cuflag_msg_stuck_slot **list, size_t *n,
+	      uint32_t *more)
+{
+	struct cuflag_msg_stuck_slot end;
+	int rc = ctl_list(c, CUFLAG_MSG_STUCK, sizeof(end), (void **)list, n, &end);
+
+	*more = rc ? 0 : end.slot;
+	return rc;
+}
+
+int ctl_clients(struct ctl_conn *c, struct cuflag_msg_client_info **list, size_t *n)
+{
+	struct cuflag_msg_client_info end;
+
+	return ctl_list(c, CUFLAG_MSG_CLIENTS, sizeof(end), (void **)list, n, &end);
 }

@@ -38,4 +38,28 @@ int ctl_stats(struct ctl_conn *c, struct cuflag_msg_stats_reply *out);
  */
 int ctl_clients(struct ctl_conn *c, struct cuflag_msg_client_info **list, size_t *n);
 
+/* What METRICS says, every page of it (ctl_metrics). */
+struct ctl_metrics {
+	struct cuflag_metrics_daemon daemon;
+	struct cuflag_metrics_user *users;
+	size_t nusers;
+	struct cuflag_metrics_client *clients;
+	size_t nclients;
+};
+
+/*
+ * Everything the daemon records that this user may see, page by page; free
+ * it with ctl_metrics_free(). Errors as ctl_stats(), and -ENOMEM.
+ */
+int ctl_metrics(struct ctl_conn *c, struct ctl_metrics *out);
+void ctl_metrics_free(struct ctl_metrics *m);
+
+/*
+ * The stuck slots this user may see, longest waiting first (*list malloc'ed,
+ * *n entries), and how many more the daemon did not list. Errors as
+ * ctl_clients().
+ */
+int ctl_stuck(struct ctl_conn *c, struct cuflag_msg_stuck_slot **list, size_t *n,
+	      uint32_t *more);
+
 #endif

@@ -17,6 +17,7 @@ enum kind {
 	K_I32,
 	K_U64,
 	K_MS,      /* a duration in ms: a number in JSON, "1h 02m 03s" for people */
+	K_SEC,     /* a 32-bit duration in s: the same for people */
 	K_EPOCH,   /* a 64-bit tag: hex text, so no JSON reader rounds it */
 	K_SLAB,    /* enum cuflag_slab_kind, by name */
 	K_SCANNER, /* enum cuflag_scanner_state, by name */
@@ -78,9 +79,27 @@ static const struct field client_fields[] = {
 	C(armed, "ARMED", K_U64, 1),
 	C(wakes, "WAKES", K_U64, 1),
 	C(pending, "PENDING", K_U64, 1),
-	C(connected_ms, "CONNECTED", K_MS, 0),
+	C(age_s, "AGE", K_SEC, 1),
+	/* When it connected, after the daemon's start: not an age (age_s is). */
+	C(connected_ms, "CONNECTED AT", K_MS, 0),
 };
 #undef C
+
+#define T(key, label, kind, brief)                                                         \
+	{ #key, label, offsetof(struct cuflag_msg_stuck_slot, key), kind, brief }
+static const struct field stuck_fields[] = {
+	T(pid, "PID", K_I32, 1),
+	T(uid, "UID", K_U32, 1),
+	T(comm, "COMM", K_STR16, 1),
+	{ "client", "CLIENT", offsetof(struct cuflag_msg_stuck_slot, client_id), K_U32, 1 },
+	T(slot, "SLOT", K_U32, 1),
+	T(armed, "ARMED", K_U32, 1),
+	T(flag, "FLAG", K_U32, 1),
+	T(signalled, "SIGNALLED", K_U32, 0),
+	T(group, "GROUP", K_U32, 0),
+	T(age_ms, "AGE MS", K_U64, 1),
+};
+#undef T
 
 #define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -137,6 +156,9 @@ static void value_text(const void *base, const struct field *f, int human, char 
 	case K_I32:
 		snprintf(buf, len, "%" PRId32, get_i32(base, f));
 		return;
+	case K_SEC:
+		v *= 1000;
+		/* fall through */
 	case K_MS:
 		if (human) {
 			uint64_t s = v / 1000;
@@ -145,10 +167,13 @@ static void value_text(const void *base, const struct field *f, int human, char 
 					 s / 3600, s / 60 % 60, s % 60);
 			else if (s >= 60)
 				snprintf(buf, len, "%" PRIu64 "m %02" PRIu64 "s", s / 60, s % 60);
+			else if (f->kind == K_SEC)
+				snprintf(buf, len, "%" PRIu64 "s", s);
 			else
 				snprintf(buf, len, "%" PRIu64 ".%03" PRIu64 "s", s, v % 1000);
 			return;
 		}
+		v = f->kind == K_SEC ? v / 1000 : v;
 		break;
 	case K_NS:
 		if (human) {
@@ -188,6 +213,7 @@ static void json_field(struct json *j, const void *base, const struct field *f)
 	case K_U64:
 	case K_MS:
 	case K_NS:
+	case K_SEC:
 		json_uint(j, f->key, get_u(base, f));
 		return;
 	case K_I32:
@@ -252,52 +278,64 @@ void report_stats(FILE *f, const struct cuflag_msg_stats_reply *st, int json)
 	report_counters(f, st, json, 0);
 }
 
-static void clients_json(FILE *f, const struct cuflag_msg_client_info *v, size_t n)
+/* Rows of stride bytes from base: a table of the brief fields, or a JSON object
+ * whose member key is an array of every field (extra, if not NULL, adds members). */
+static void table(FILE *f, const void *base, size_t stride, size_t n, const struct field *fs,
+		  size_t nf, int json, const char *key, const char *extra_key, uint64_t extra)
 {
-	struct json j;
-
-	json_init(&j, f);
-	json_object_begin(&j, NULL);
-	json_array_begin(&j, "clients");
-	for (size_t r = 0; r < n; r++) {
-		json_object_begin(&j, NULL);
-		json_fields(&j, &v[r], client_fields, NFIELDS(client_fields), 0);
-		json_object_end(&j);
-	}
-	json_array_end(&j);
-	json_object_end(&j);
-	json_finish(&j);
-}
-
-void report_clients(FILE *f, const struct cuflag_msg_client_info *v, size_t n, int json)
-{
-	int w[NFIELDS(client_fields)];
+	int w[16];
 	char buf[64];
 
 	if (json) {
-		clients_json(f, v, n);
+		struct json j;
+		json_init(&j, f);
+		json_object_begin(&j, NULL);
+		json_array_begin(&j, key);
+		for (size_t r = 0; r < n; r++) {
+			json_object_begin(&j, NULL);
+			json_fields(&j, (const char *)base + r * stride, fs, nf, 0);
+			json_object_end(&j);
+		}
+		json_array_end(&j);
+		if (extra_key)
+			json_uint(&j, extra_key, extra);
+		json_object_end(&j);
+		json_finish(&j);
 		return;
 	}
 	/* Right-aligned numbers: each column as wide as its widest cell. */
-	for (size_t c = 0; c < NFIELDS(client_fields); c++) {
-		w[c] = (int)strlen(client_fields[c].label);
+	for (size_t c = 0; c < nf && c < 16; c++) {
+		w[c] = (int)strlen(fs[c].label);
 		for (size_t r = 0; r < n; r++) {
-			value_text(&v[r], &client_fields[c], 1, buf, sizeof(buf));
+			value_text((const char *)base + r * stride, &fs[c], 1, buf, sizeof(buf));
 			if ((int)strlen(buf) > w[c])
 				w[c] = (int)strlen(buf);
 		}
 	}
-	for (size_t c = 0; c < NFIELDS(client_fields); c++)
-		if (client_fields[c].brief)
-			fprintf(f, "%s%*s", c ? "  " : "", w[c], client_fields[c].label);
+	for (size_t c = 0; c < nf && c < 16; c++)
+		if (fs[c].brief)
+			fprintf(f, "%s%*s", c ? "  " : "", w[c], fs[c].label);
 	fputc('\n', f);
 	for (size_t r = 0; r < n; r++) {
-		for (size_t c = 0; c < NFIELDS(client_fields); c++) {
-			if (!client_fields[c].brief)
+		for (size_t c = 0; c < nf && c < 16; c++) {
+			if (!fs[c].brief)
 				continue;
-			value_text(&v[r], &client_fields[c], 1, buf, sizeof(buf));
+			value_text((const char *)base + r * stride, &fs[c], 1, buf, sizeof(buf));
 			fprintf(f, "%s%*s", c ? "  " : "", w[c], buf);
 		}
 		fputc('\n', f);
 	}
+}
+
+void report_clients(FILE *f, const struct cuflag_msg_client_info *v, size_t n, int json)
+{
+	table(f, v, sizeof(*v), n, client_fields, NFIELDS(client_fields), json, "clients", NULL, 0);
+}
+
+void report_stuck(FILE *f, const struct cuflag_msg_stuck_slot *v, size_t n, uint32_t more,
+		  int json)
+{
+	table(f, v, sizeof(*v), n, stuck_fields, NFIELDS(stuck_fields), json, "stuck", "more", more);
+	if (!json && more)
+		fprintf(f, "(%u more stuck slots not listed)\n", more);
 }

@@ -15,4 +15,8 @@ void report_stats(FILE *f, const struct cuflag_msg_stats_reply *st, int json);
 /* One row (or array element) per client. */
 void report_clients(FILE *f, const struct cuflag_msg_client_info *v, size_t n, int json);
 
+/* One row (or array element) per stuck slot; more: stuck slots not listed. */
+void report_stuck(FILE *f, const struct cuflag_msg_stuck_slot *v, size_t n, uint32_t more,
+		  int json);
+
 #endif

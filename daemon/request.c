@@ -15,6 +15,7 @@
 #include "proto.h"
 #include "server.h"
 #include "session.h"
+#include "stuck.h"
 
 /* How long an ALLOC may wait for freed slots before it is refused. */
 #define PARK_MAX_MS 1000
@@ -468,6 +469,8 @@ static const struct req_method {
 	/* A resume makes its groups again before it adopts their slots. */
 	[CUFLAG_MSG_GROUP] = { "GROUP", STAGE_ADOPTING | STAGE_REGION, req_group },
 	[CUFLAG_MSG_UNGROUP] = { "UNGROUP", STAGE_REGION, req_ungroup },
+	[CUFLAG_MSG_METRICS] = { "METRICS", STAGE_ANY, req_metrics },
+	[CUFLAG_MSG_STUCK] = { "STUCK", STAGE_ANY, req_stuck },
 };
 
 static enum req_stage session_stage(const struct session *s)

@@ -44,6 +44,7 @@ struct scanner {
 	/* The pass and the idle policy. */
 	uint64_t now;            /* this pass's clock */
 	uint64_t prev_look;      /* the pass before's */
+	uint64_t seen_now;       /* metrics: when this pass saw its first completion, 0: not yet */
 	uint64_t look_at;        /* earliest time a pending slot is to be looked at */
 	uint64_t pass_no;        /* this pass's number, from 1 */
 	uint32_t scan_from;      /* where the pass starts in the pending set */

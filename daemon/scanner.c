@@ -199,7 +199,8 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 		atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
 		lhist_add(&s->sess->n_done, due);
 		if (sc->t.metrics)
-			lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns, sc->now, due);
+			lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns,
+					lhist_clock(&sc->seen_now), due);
 		if (sc->t.idle.mode == SCANNER_ADAPTIVE) {
 			predict_completed(&s->timing, sc->prev_look, sc->now);
 			s->sess->hint = s->timing;
@@ -305,6 +306,7 @@ static int pass(struct scanner *sc)
 
 	sc->prev_look = sc->now;
 	sc->now = cuflag_now_ns();
+	sc->seen_now = 0;
 	sc->pass_no++;
 	/* Tails before commands: see scanner_drain_queue. */
 	for (uint32_t i = 0; i < sc->nsessions; i++)

@@ -24,6 +24,7 @@
 #include "proto.h"
 #include "request.h"
 #include "socket-perms.h"
+#include "stuck.h"
 
 /* Fds kept free below the limit for requests that carry fds and for accept. */
 #define FD_RESERVE (CUFLAG_BATCH_MAX + 64)
@@ -239,6 +240,8 @@ static void drop_if_broken(struct session *s, void *arg)
 		return;
 	if (why == BROKEN_STALL || why == BROKEN_COST)
 		ms = penalty_strike(&srv->penalties, s->uid, cuflag_now_ms());
+	if (ms)
+		metrics_on_cooldown(srv, s);
 	snprintf(line, sizeof(line), "%s", broken_why[why]);
 	if (ms)
 		snprintf(line, sizeof(line), "%s; new clients of this user refused for %llu s",
@@ -306,6 +309,7 @@ static void on_tick(struct server *srv)
 	drop_broken(srv);
 	registry_each(&srv->reg, REG_LIVE, drop_if_late, srv);
 	users_tick(&srv->users, now);
+	stuck_tick(srv);
 	/* A burst of clients that came and went leaves the heap's free memory
 	 * with the daemon: give it back (at most once a tick, after frees). */
 	if (srv->freed_since_trim) {

@@ -45,6 +45,7 @@ struct server {
 	uint64_t last_wakes;
 	struct cuflagd_ratelimit rl;  /* the daemon's own repeated lines (accept errors...) */
 	struct uid_penalties penalties; /* users refused a while (penalty.h) */
+	struct drop_table drops;        /* per user, for the metrics (metrics.h) */
 	uint64_t broken_seen;           /* scanner_broken_count() last looked at */
 	struct ep_tag tag_listen, tag_signal, tag_timer, tag_scanner;
 };

@@ -45,6 +45,7 @@ struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gi
 	s->id = ++srv->next_id;
 	s->connected_ms = now;
 	s->rate = (struct rate_bucket){ .tokens = srv->cfg->msg_rate, .at_ms = now };
+	metrics_session_init(&s->met, fd, pid);
 	user_hold(&srv->users, s->user, USER_CONNS, 1);
 	registry_link(&srv->reg, s);
 	return s;
@@ -55,6 +56,7 @@ static void session_free(struct server *srv, struct session *s)
 	free(s->parked);
 	free(s->adopt_cmd); /* never handed to the scanner */
 	slot_table_free(&s->slots);
+	metrics_session_free(&s->met);
 	free(s->scan);
 	user_put(&srv->users, s->user);
 	free(s);
@@ -112,6 +114,7 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 		return;
 	if (why) {
 		srv->dropped++;
+		metrics_on_drop(srv, s, err);
 		ulog(LOG_WARNING, s, "dropped: %s%s%s", why, err ? ": " : "",
 		     err ? strerror(-err) : "");
 	} else {

@@ -14,6 +14,7 @@
 
 #include "eptag.h"
 #include "log.h"
+#include "metrics.h"
 #include "region.h"
 #include "registry.h"
 #include "scanner.h"
@@ -53,6 +54,7 @@ struct session {
 	uint64_t parked_ms;
 
 	struct rate_bucket rate; /* its requests (the user's: in user) */
+	struct session_metrics met; /* who it is, its stuck slots (metrics.h) */
 
 	struct session *prev, *next; /* the registry's (registry.h) */
 };

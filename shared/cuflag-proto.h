@@ -45,6 +45,8 @@ enum cuflag_msg_type {
 	CUFLAG_MSG_ADOPT = 8,   /* after an ATTACH that resumes: slot ids with their eventfds */
 	CUFLAG_MSG_GROUP = 9,   /* a group of slots: its ring and its one eventfd */
 	CUFLAG_MSG_UNGROUP = 10, /* the group's slots are all freed: let it go */
+	CUFLAG_MSG_METRICS = 11, /* a page of per-client metrics (see below) */
+	CUFLAG_MSG_STUCK = 12,   /* one reply per stuck slot, then an end */
 	CUFLAG_MSG_TYPE_END,
 };
 /* A reply has the request's type with this bit set and echoes its id. */
@@ -250,13 +252,223 @@ struct cuflag_msg_client_info {
 	uint32_t uid;
 	uint32_t gid;
 	uint32_t slots;
-	uint32_t reserved;
+	uint32_t age_s;   /* seconds since it connected (0 from older daemons) */
 	uint64_t armed;   /* arms taken */
 	uint64_t wakes;   /* eventfd writes */
 	uint64_t pending; /* slots armed, not complete */
-	uint64_t connected_ms; /* since the daemon's start */
+	uint64_t connected_ms; /* when it connected, in ms after the daemon's start (not an age) */
 };
 _Static_assert(sizeof(struct cuflag_msg_client_info) == 56, "client info size");
+
+/*
+ * METRICS: what the daemon records, a page at a time. Each reply is one
+ * record starting with its kind. The first page (after_id 0) has the
+ * daemon's record, then one per user the asker may see; every page then has
+ * up to CUFLAG_METRICS_PAGE clients with ids above after_id, lowest first,
+ * and ends with an END record naming where the next page starts. Who is
+ * seen follows CLIENTS: a user its own clients and user record, root and
+ * the admin group everyone's.
+ */
+#define CUFLAG_METRICS_PAGE 16u
+/* The arm -> done histogram's fixed bounds (the buckets: one more, +Inf). */
+#define CUFLAG_HIST_BOUNDS 21u
+#define CUFLAG_COMM_MAX 16u
+#define CUFLAG_UNIT_MAX 64u
+#define CUFLAG_POD_MAX 40u
+#define CUFLAG_CONTAINER_MAX 16u
+#define CUFLAG_CGROUP_MAX 128u
+
+struct cuflag_msg_metrics {
+	uint32_t after_id; /* 0: the first page */
+	uint32_t reserved; /* must be 0 */
+};
+_Static_assert(sizeof(struct cuflag_msg_metrics) == 8, "metrics size");
+_Static_assert(offsetof(struct cuflag_msg_metrics, reserved) == 4, "metrics reserved");
+
+enum cuflag_metrics_kind {
+	CUFLAG_METRICS_END = 0,
+	CUFLAG_METRICS_DAEMON = 1,
+	CUFLAG_METRICS_USER = 2,
+	CUFLAG_METRICS_CLIENT = 3,
+	CUFLAG_METRICS_KIND_END,
+};
+
+/* Daemon record flags. */
+#define CUFLAG_METRICS_F_TIMING 1u     /* completions are timed (no --no-metrics) */
+#define CUFLAG_METRICS_F_SCAN_TIMES 2u /* wakeups and the *_ns times are kept */
+#define CUFLAG_METRICS_F_ALL 4u        /* the asker sees every client */
+
+struct cuflag_metrics_daemon {
+	uint32_t kind;          /* CUFLAG_METRICS_DAEMON */
+	uint32_t flags;         /* CUFLAG_METRICS_F_* */
+	uint64_t uptime_ms;
+	uint64_t stuck_ms;      /* --stuck-ms */
+	uint32_t connections;   /* open sockets */
+	uint32_t regions;       /* of those, holding a region */
+	uint32_t slots;         /* allocated, all clients */
+	uint32_t pending;       /* slots armed, not complete */
+	uint32_t stuck;         /* slots armed longer than stuck_ms, all clients */
+	uint32_t fds_open;      /* the daemon's */
+	uint32_t fds_limit;     /* RLIMIT_NOFILE, or 0: none */
+	uint32_t users;         /* users with a connection */
+	uint32_t scanner_state; /* enum cuflag_scanner_state */
+	uint32_t nbounds;       /* CUFLAG_HIST_BOUNDS */
+	uint64_t armed;         /* arms taken, since start */
+	uint64_t completions;
+	uint64_t wakes;         /* eventfd writes */
+	uint64_t passes;
+	uint64_t parks;
+	uint64_t bad_arms;
+	uint64_t dropped;       /* clients dropped for a protocol error */
+	uint64_t scanner_cpu_ns;/* CPU time of the scanner thread */
+	uint64_t wakeups;       /* the scanner's, from parked or asleep (F_SCAN_TIMES) */
+	uint64_t parked_ns, sleeping_ns, spinning_ns; /* F_SCAN_TIMES */
+	uint64_t bounds_ns[CUFLAG_HIST_BOUNDS]; /* the histogram's, ascending */
+};
+_Static_assert(sizeof(struct cuflag_metrics_daemon) == 328, "md size");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, uptime_ms) == 8, "md uptime");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, stuck_ms) == 16, "md stuck_ms");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, connections) == 24, "md conns");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, regions) == 28, "md regions");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, slots) == 32, "md slots");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, pending) == 36, "md pending");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, stuck) == 40, "md stuck");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, fds_open) == 44, "md fds");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, fds_limit) == 48, "md fd limit");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, users) == 52, "md users");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, scanner_state) == 56, "md state");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, nbounds) == 60, "md nbounds");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, armed) == 64, "md armed");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, completions) == 72, "md done");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, wakes) == 80, "md wakes");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, passes) == 88, "md passes");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, parks) == 96, "md parks");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, bad_arms) == 104, "md bad");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, dropped) == 112, "md dropped");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, scanner_cpu_ns) == 120, "md cpu");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, wakeups) == 128, "md wakeups");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, parked_ns) == 136, "md parked");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, sleeping_ns) == 144, "md sleeping");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, spinning_ns) == 152, "md spinning");
+_Static_assert(offsetof(struct cuflag_metrics_daemon, bounds_ns) == 160, "md bounds");
+
+/* Why a client was dropped, or its user cooled down (refused new clients). */
+enum cuflag_drop_reason {
+	CUFLAG_DROP_PROTOCOL = 0, /* a malformed or out-of-order request */
+	CUFLAG_DROP_HELLO_TIMEOUT = 1,
+	CUFLAG_DROP_QUEUE = 2,    /* its arm queue indices were impossible */
+	CUFLAG_DROP_STALL = 3,    /* it made an eventfd write block */
+	CUFLAG_DROP_FULL = 4,     /* it filled an eventfd's counter */
+	CUFLAG_DROP_COST = 5,     /* its eventfd writes cost over its user's budget */
+	CUFLAG_DROP_WATCH = 6,    /* its wake eventfd could not be watched */
+	CUFLAG_DROP_REASONS = 8,  /* room in the records; unused ones are 0 */
+};
+
+struct cuflag_metrics_user {
+	uint32_t kind;          /* CUFLAG_METRICS_USER */
+	uint32_t uid;
+	uint32_t connections;
+	uint32_t regions;
+	uint32_t slots;
+	uint32_t pending;
+	uint64_t cooldown_left_ms; /* its new clients are refused this much longer */
+	uint64_t drops[CUFLAG_DROP_REASONS];     /* by enum cuflag_drop_reason */
+	uint64_t cooldowns[CUFLAG_DROP_REASONS]; /* cool-downs begun, by reason */
+};
+_Static_assert(sizeof(struct cuflag_metrics_user) == 160, "mu size");
+_Static_assert(offsetof(struct cuflag_metrics_user, uid) == 4, "mu uid");
+_Static_assert(offsetof(struct cuflag_metrics_user, connections) == 8, "mu conns");
+_Static_assert(offsetof(struct cuflag_metrics_user, regions) == 12, "mu regions");
+_Static_assert(offsetof(struct cuflag_metrics_user, slots) == 16, "mu slots");
+_Static_assert(offsetof(struct cuflag_metrics_user, pending) == 20, "mu pending");
+_Static_assert(offsetof(struct cuflag_metrics_user, cooldown_left_ms) == 24, "mu cool left");
+_Static_assert(offsetof(struct cuflag_metrics_user, drops) == 32, "mu drops");
+_Static_assert(offsetof(struct cuflag_metrics_user, cooldowns) == 96, "mu cooldowns");
+
+struct cuflag_metrics_client {
+	uint32_t kind;          /* CUFLAG_METRICS_CLIENT */
+	uint32_t client_id;
+	int32_t pid;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t slots;         /* held */
+	uint32_t grouped;       /* of those, in a group */
+	uint32_t groups;        /* groups made */
+	uint32_t in_flight;     /* slots armed, not complete */
+	uint32_t stuck;         /* of those, waiting longer than stuck_ms */
+	uint64_t age_ms;        /* since it connected */
+	uint64_t armed;         /* arms taken */
+	uint64_t completions;   /* completions signalled */
+	uint64_t wakes;         /* eventfd writes */
+	uint64_t oldest_wait_ms;/* the longest any of its slots has waited now */
+	uint64_t p50_ns, p99_ns;/* arm -> done, since it connected (0: none) */
+	uint64_t sum_ns;        /* arm -> done, summed */
+	uint64_t buckets[CUFLAG_HIST_BOUNDS + 1]; /* per bound, not cumulative; last +Inf */
+	char comm[CUFLAG_COMM_MAX];       /* NUL-terminated, printable ASCII */
+	char unit[CUFLAG_UNIT_MAX];       /* "" when unknown */
+	char pod[CUFLAG_POD_MAX];
+	char container[CUFLAG_CONTAINER_MAX];
+	char cgroup[CUFLAG_CGROUP_MAX];
+};
+_Static_assert(sizeof(struct cuflag_metrics_client) == 544, "mc size");
+_Static_assert(offsetof(struct cuflag_metrics_client, client_id) == 4, "mc id");
+_Static_assert(offsetof(struct cuflag_metrics_client, pid) == 8, "mc pid");
+_Static_assert(offsetof(struct cuflag_metrics_client, uid) == 12, "mc uid");
+_Static_assert(offsetof(struct cuflag_metrics_client, gid) == 16, "mc gid");
+_Static_assert(offsetof(struct cuflag_metrics_client, slots) == 20, "mc slots");
+_Static_assert(offsetof(struct cuflag_metrics_client, grouped) == 24, "mc grouped");
+_Static_assert(offsetof(struct cuflag_metrics_client, groups) == 28, "mc groups");
+_Static_assert(offsetof(struct cuflag_metrics_client, in_flight) == 32, "mc in flight");
+_Static_assert(offsetof(struct cuflag_metrics_client, stuck) == 36, "mc stuck");
+_Static_assert(offsetof(struct cuflag_metrics_client, age_ms) == 40, "mc age");
+_Static_assert(offsetof(struct cuflag_metrics_client, armed) == 48, "mc armed");
+_Static_assert(offsetof(struct cuflag_metrics_client, completions) == 56, "mc done");
+_Static_assert(offsetof(struct cuflag_metrics_client, wakes) == 64, "mc wakes");
+_Static_assert(offsetof(struct cuflag_metrics_client, oldest_wait_ms) == 72, "mc oldest");
+_Static_assert(offsetof(struct cuflag_metrics_client, p50_ns) == 80, "mc p50");
+_Static_assert(offsetof(struct cuflag_metrics_client, p99_ns) == 88, "mc p99");
+_Static_assert(offsetof(struct cuflag_metrics_client, sum_ns) == 96, "mc sum");
+_Static_assert(offsetof(struct cuflag_metrics_client, buckets) == 104, "mc buckets");
+_Static_assert(offsetof(struct cuflag_metrics_client, comm) == 280, "mc comm");
+_Static_assert(offsetof(struct cuflag_metrics_client, unit) == 296, "mc unit");
+_Static_assert(offsetof(struct cuflag_metrics_client, pod) == 360, "mc pod");
+_Static_assert(offsetof(struct cuflag_metrics_client, container) == 400, "mc container");
+_Static_assert(offsetof(struct cuflag_metrics_client, cgroup) == 416, "mc cgroup");
+
+struct cuflag_metrics_end {
+	uint32_t kind;       /* CUFLAG_METRICS_END */
+	uint32_t next_after; /* 0: the last page; else the next page's after_id */
+};
+_Static_assert(sizeof(struct cuflag_metrics_end) == 8, "me size");
+_Static_assert(offsetof(struct cuflag_metrics_end, next_after) == 4, "me next");
+
+/* STUCK: one reply per stuck slot the asker may see (at most
+ * CUFLAG_STUCK_MAX, longest waiting first), then one with client_id 0
+ * whose slot field counts the stuck slots not listed. */
+#define CUFLAG_STUCK_MAX 64u
+
+struct cuflag_msg_stuck_slot {
+	uint32_t client_id;
+	int32_t pid;
+	uint32_t uid;
+	uint32_t slot;
+	uint32_t armed;     /* the highest target armed */
+	uint32_t flag;      /* the flag's value now */
+	uint32_t signalled; /* completions signalled up to this value */
+	uint32_t group;     /* 0, or the id + 1 of its group */
+	uint64_t age_ms;    /* since it was armed, or last completed */
+	char comm[CUFLAG_COMM_MAX];
+};
+_Static_assert(sizeof(struct cuflag_msg_stuck_slot) == 56, "stuck size");
+_Static_assert(offsetof(struct cuflag_msg_stuck_slot, pid) == 4, "stuck pid");
+_Static_assert(offsetof(struct cuflag_msg_stuck_slot, uid) == 8, "stuck uid");
+_Static_assert(offsetof(struct cuflag_msg_stuck_slot, slot) == 12, "stuck slot");
+_Static_assert(offsetof(struct cuflag_msg_stuck_slot, armed) == 16, "stuck armed");
+_Static_assert(offsetof(struct cuflag_msg_stuck_slot, flag) == 20, "stuck flag");
+_Static_assert(offsetof(struct cuflag_msg_stuck_slot, signalled) == 24, "stuck signalled");
+_Static_assert(offsetof(struct cuflag_msg_stuck_slot, group) == 28, "stuck group");
+_Static_assert(offsetof(struct cuflag_msg_stuck_slot, age_ms) == 32, "stuck age");
+_Static_assert(offsetof(struct cuflag_msg_stuck_slot, comm) == 40, "stuck comm");
 
 /* ------------------------------------------------------------------ */
 /* The per-client region (a sealed memfd, mapped shared by both sides)  */

@@ -165,6 +165,18 @@ static int check_group(const struct req_body *q, const char **reason)
 	return 0;
 }
 
+static int check_metrics(const struct req_body *q, const char **reason)
+{
+	struct cuflag_msg_metrics m;
+
+	if (q->blen != sizeof(m) || q->nfds)
+		FAIL(-EBADMSG, "METRICS: bad length, or fds");
+	memcpy(&m, q->body, sizeof(m));
+	if (m.reserved)
+		FAIL(-EINVAL, "METRICS: reserved field not zero");
+	return 0;
+}
+
 static int (*const request_checks[CUFLAG_MSG_TYPE_END])(const struct req_body *q,
 							   const char **reason) = {
 	[CUFLAG_MSG_HELLO] = check_hello,   [CUFLAG_MSG_ALLOC] = check_alloc,
@@ -172,6 +184,7 @@ static int (*const request_checks[CUFLAG_MSG_TYPE_END])(const struct req_body *q
 	[CUFLAG_MSG_STATS] = check_query,   [CUFLAG_MSG_CLIENTS] = check_query,
 	[CUFLAG_MSG_ATTACH] = check_attach, [CUFLAG_MSG_ADOPT] = check_adopt,
 	[CUFLAG_MSG_GROUP] = check_group,   [CUFLAG_MSG_UNGROUP] = check_group,
+	[CUFLAG_MSG_METRICS] = check_metrics, [CUFLAG_MSG_STUCK] = check_query,
 };
 
 int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char **reason)
@@ -251,6 +264,25 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 	case CUFLAG_MSG_CLIENTS:
 		if (blen != sizeof(struct cuflag_msg_client_info) || nfds)
 			FAIL(-EBADMSG, "CLIENTS reply: bad length");
+		return 0;
+	case CUFLAG_MSG_METRICS: {
+		static const uint32_t size[CUFLAG_METRICS_KIND_END] = {
+			[CUFLAG_METRICS_END] = sizeof(struct cuflag_metrics_end),
+			[CUFLAG_METRICS_DAEMON] = sizeof(struct cuflag_metrics_daemon),
+			[CUFLAG_METRICS_USER] = sizeof(struct cuflag_metrics_user),
+			[CUFLAG_METRICS_CLIENT] = sizeof(struct cuflag_metrics_client),
+		};
+		uint32_t kind;
+		if (blen < sizeof(kind) || nfds)
+			FAIL(-EBADMSG, "METRICS reply: too short, or fds");
+		memcpy(&kind, body, sizeof(kind));
+		if (kind >= CUFLAG_METRICS_KIND_END || blen != size[kind])
+			FAIL(-EBADMSG, "METRICS reply: unknown kind, or bad length");
+		return 0;
+	}
+	case CUFLAG_MSG_STUCK:
+		if (blen != sizeof(struct cuflag_msg_stuck_slot) || nfds)
+			FAIL(-EBADMSG, "STUCK reply: bad length");
 		return 0;
 	default:
 		FAIL(-EPROTO, "unknown message type");

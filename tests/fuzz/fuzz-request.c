@@ -55,7 +55,12 @@ static void accepted_request(const uint8_t *m, size_t len, unsigned nfds)
 		break;
 	case CUFLAG_MSG_STATS:
 	case CUFLAG_MSG_CLIENTS:
+	case CUFLAG_MSG_STUCK:
 		CHECK(blen == 0 && nfds == 0);
+		break;
+	case CUFLAG_MSG_METRICS:
+		CHECK(blen == sizeof(struct cuflag_msg_metrics) && nfds == 0);
+		CHECK(rd32(m + 20) == 0);
 		break;
 	case CUFLAG_MSG_ATTACH:
 		CHECK(blen == sizeof(struct cuflag_msg_attach) && nfds == 2);
@@ -103,6 +108,16 @@ static void accepted_reply(const uint8_t *m, size_t len, unsigned nfds, uint16_t
 		CHECK(blen == sizeof(struct cuflag_msg_hello_reply) && nfds == 1);
 	} else if (type == CUFLAG_MSG_ATTACH) {
 		CHECK(blen == 0 && nfds <= 1); /* cuda-ipc: the flags allocation */
+	} else if (type == CUFLAG_MSG_METRICS) {
+		/* cuflagctl reads a record of the size its kind says. */
+		uint32_t kind = rd32(m + 16);
+		CHECK(nfds == 0 && kind < CUFLAG_METRICS_KIND_END);
+		CHECK(blen == (kind == CUFLAG_METRICS_END      ? sizeof(struct cuflag_metrics_end)
+			       : kind == CUFLAG_METRICS_DAEMON ? sizeof(struct cuflag_metrics_daemon)
+			       : kind == CUFLAG_METRICS_USER   ? sizeof(struct cuflag_metrics_user)
+							       : sizeof(struct cuflag_metrics_client)));
+	} else if (type == CUFLAG_MSG_STUCK) {
+		CHECK(blen == sizeof(struct cuflag_msg_stuck_slot) && nfds == 0);
 	} else {
 		CHECK(nfds == 0);
 	}
@@ -137,10 +152,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else
 		accepted_request(m, len, nfds);
 
-	/* The same bytes as a reply to a request of type (nfds & 7), id from the header. */
-	uint16_t type = (uint16_t)(nfds & 7);
+	/* The same bytes as a reply to a request of type (nfds & 15), id from the header. */
+	uint16_t type = (uint16_t)(nfds & 15);
 	uint32_t id = len >= 12 ? rd32(m + 8) : 0;
-	unsigned rnfds = nfds >> 3;
+	unsigned rnfds = nfds >> 4;
 	reason = NULL;
 	rc = cuflag_reply_check(m, len, rnfds, type, id, &reason);
 	if (rc)

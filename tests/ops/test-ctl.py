@@ -39,6 +39,7 @@ def check_holder(sock, holder_pid, epoch):
     expect(c["slots"] == 5, "client holds 5 slots")
     expect(c["armed"] == 2 and c["wakes"] == 0, "2 arms, no wakes")
     expect(c["id"] != 0 and "connected_ms" in c, "client id and connection time")
+    expect(0 <= c["age_s"] < 60, "client age in seconds")
 
     status = ctl_json(sock, "status")
     expect(status["clients"] == 1 and status["slots"] == 5 and status["pending"] == 2,
@@ -49,7 +50,7 @@ def check_holder(sock, holder_pid, epoch):
 
     table = ctl("--socket", sock, "clients").stdout.splitlines()
     expect(table[0].split() == ["ID", "PID", "UID", "GID", "SLOTS", "ARMED", "WAKES",
-                                "PENDING"], "clients table header")
+                                "PENDING", "AGE"], "clients table header")
     expect(table[1].split()[1:5] == [str(holder_pid), str(os.getuid()), str(os.getgid()),
                                      "5"], "clients table row")
     human = ctl("--socket", sock, "status").stdout

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+#include "top.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "query.h"
+
+#define REFRESH_MS 1000
+#define WIDTH 80
+
+struct frame {
+	struct ctl_metrics m;
+	uint64_t at_ns; /* when it was taken */
+};
+
+static volatile sig_atomic_t quit;
+
+static void on_quit(int sig)
+{
+	(void)sig;
+	quit = 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int take(const char *path, struct frame *f)
+{
+	struct ctl_conn c;
+	int rc = ctl_open(&c, path);
+
+	if (!rc)
+		rc = ctl_metrics(&c, &f->m);
+	if (rc)
+		fprintf(stderr, "cuflagctl: top: %s\n", c.why);
+	ctl_close(&c);
+	f->at_ns = now_ns();
+	return rc;
+}
+
+/* 1234 -> "1.2k": at most 6 characters. */
+static void fmt_rate(char *buf, size_t n, double v)
+{
+	if (v < 0)
+		v = 0;
+	if (v < 1000)
+		snprintf(buf, n, "%.0f", v);
+	else if (v < 1e6)
+		snprintf(buf, n, "%.1fk", v / 1e3);
+	else
+		snprintf(buf, n, "%.1fM", v / 1e6);
+}
+
+/* A duration in ns: "15us", "1.2ms", "3.4s"; "-" for none. */
+static void fmt_dur(char *buf, size_t n, uint64_t ns)
+{
+	if (!ns)
+		snprintf(buf, n, "-");
+	else if (ns < 1000000)
+		snprintf(buf, n, "%" PRIu64 "us", (ns + 500) / 1000);
+	else if (ns < 1000000000)
+		snprintf(buf, n, "%.1fms", (double)ns / 1e6);
+	else
+		snprintf(buf, n, "%.1fs", (double)ns / 1e9);
+}
+
+/* Where a client runs, in 14 characters: its unit, its pod, its container. */
+static void fmt_where(char *buf, size_t n, const struct cuflag_metrics_client *c)
+{
+	if (c->unit[0])
+		snprintf(buf, n, "%.14s", c->unit);
+	else if (c->pod[0])
+		snprintf(buf, n, "pod:%.10s", c->pod);
+	else if (c->container[0])
+		snprintf(buf, n, "ctr:%.10s", c->container);
+	else
+		snprintf(buf, n, "-");
+}
+
+static const struct cuflag_metrics_client *find(const struct ctl_metrics *m, uint32_t id)
+{
+	for (size_t i = 0; i < m->nclients; i++)
+		if (m->clients[i].client_id == id)
+			return &m->clients[i];
+	return NULL;
+}
+
+struct row {
+	const struct cuflag_metrics_client *c;
+	double done_s;
+};
+
+static int by_rate(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	if (x->done_s != y->done_s)
+		return x->done_s < y->done_s ? 1 : -1;
+	return x->c->pid - y->c->pid;
+}
+
+static void header(FILE *out, const struct frame *prev, const struct frame *cur)
+{
+	const struct cuflag_metrics_daemon *d = &cur->m.daemon, *p = prev ? &prev->m.daemon : NULL;
+	double dt = prev ? (double)(cur->at_ns - prev->at_ns) / 1e9 : 0;
+	char arms[16] = "-", done[16] = "-", wakes[16] = "-", cpu[16] = "-";
+	uint64_t up = d->uptime_ms / 1000;
+
+	if (p && dt > 0) {
+		fmt_rate(arms, sizeof(arms), (double)(d->armed - p->armed) / dt);
+		fmt_rate(done, sizeof(done), (double)(d->completions - p->completions) / dt);
+		fmt_rate(wakes, sizeof(wakes), (double)(d->wakes - p->wakes) / dt);
+		snprintf(cpu, sizeof(cpu), "%.1f%%",
+			 (double)(d->scanner_cpu_ns - p->scanner_cpu_ns) / 1e9 / dt * 100);
+	}
+	fprintf(out, "cuflagd  up %" PRIu64 "h%02" PRIu64 "m%02" PRIu64 "s  clients %u  slots %u"
+		"  in flight %u  stuck %u\n",
+		up / 3600, up / 60 % 60, up % 60, d->regions, d->slots, d->pending, d->stuck);
+	fprintf(out, "arms/s %s  done/s %s  wakes/s %s  scanner cpu %s, %s\n", arms, done, wakes,
+		cpu, d->scanner_state == CUFLAG_SCANNER_PARKED ? "parked" : "running");
+	fprintf(out, "fds %u of %u  users %u  connections %u  stuck after %.1fs\n", d->fds_open,
+		d->fds_limit, d->users, d->connections, (double)d->stuck_ms / 1e3);
+}
+
+/* One frame, rows at most (0: all). */
+static void draw(FILE *out, const struct frame *prev, const struct frame *cur, size_t rows)
+{
+	const struct ctl_metrics *m = &cur->m;
+	double dt = prev ? (double)(cur->at_ns - prev->at_ns) / 1e9 : 0;
+	struct row *r = calloc(m->nclients ? m->nclients : 1, sizeof(*r));
+	size_t n = m->nclients;
+
+	header(out, prev, cur);
+	fprintf(out, "\n%7s %-11.11s %5s %-14s %5s %5s %7s %6s %6s %3s\n", "PID", "COMM", "UID",
+		"UNIT", "SLOTS", "FLT", "DONE/S", "P50", "P99", "STK");
+	if (!r)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct cuflag_metrics_client *o = prev ? find(&prev->m, m->clients[i].client_id)
+							    : NULL;
+		r[i].c = &m->clients[i];
+		r[i].done_s = o && dt > 0 ? (double)(r[i].c->completions - o->completions) / dt : 0;
+	}
+	qsort(r, n, sizeof(*r), by_rate);
+	if (rows && n > rows)
+		n = rows;
+	for (size_t i = 0; i < n; i++) {
+		const struct cuflag_metrics_client *c = r[i].c;
+		char where[16], rate[16], p50[16], p99[16];
+
+		fmt_where(where, sizeof(where), c);
+		if (prev)
+			fmt_rate(rate, sizeof(rate), r[i].done_s);
+		else
+			snprintf(rate, sizeof(rate), "-");
+		fmt_dur(p50, sizeof(p50), c->p50_ns);
+		fmt_dur(p99, sizeof(p99), c->p99_ns);
+		fprintf(out, "%7" PRId32 " %-11.11s %5" PRIu32 " %-14.14s %5" PRIu32 " %5" PRIu32
+			" %7s %6s %6s %3" PRIu32 "\n",
+			c->pid, c->comm[0] ? c->comm : "?", c->uid, where, c->slots, c->in_flight,
+			rate, p50, p99, c->stuck);
+	}
+	if (n < m->nclients)
+		fprintf(out, "(%zu more clients)\n", m->nclients - n);
+	free(r);
+}
+
+static size_t term_rows(void)
+{
+	struct winsize ws;
+
+	/* Less the header's four lines, the column names and the last line. */
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 7)
+		return ws.ws_row - 7u;
+	return 0;
+}
+
+/* Wait up to ms for a key; 1 when it was q (or stdin ended). */
+static int wait_key(int ms)
+{
+	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+	char ch;
+
+	if (poll(&p, 1, ms) != 1)
+		return 0;
+	if (read(STDIN_FILENO, &ch, 1) != 1)
+		return 0; /* no input to read any more: go on until a signal */
+	return ch == 'q' || ch == 'Q';
+}
+
+int top_run(const char *path, int once)
+{
+	struct frame a = { 0 }, b = { 0 }, *prev = &a, *cur = &b, *t;
+	struct termios saved, raw;
+	int tty = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0;
+	int rc = take(path, prev);
+
+	if (rc)
+		return rc;
+	if (once) {
+		/* Rates need two looks: one second apart. */
+		struct timespec s = { .tv_sec = REFRESH_MS / 1000 };
+		nanosleep(&s, NULL);
+		if (!(rc = take(path, cur)))
+			draw(stdout, prev, cur, 0);
+		ctl_metrics_free(&a.m);
+		ctl_metrics_free(&b.m);
+		return rc;
+	}
+	signal(SIGINT, on_quit);
+	signal(SIGTERM, on_quit);
+	if (tty) {
+		raw = saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 1;
+		raw.c_cc[VTIME] = 0;
+		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+	}
+	fputs("\033[?25l", stdout); /* no cursor */
+	fputs("\033[H\033[2J", stdout);
+	draw(stdout, NULL, prev, term_rows());
+	fflush(stdout);
+	while (!quit && !wait_key(REFRESH_MS)) {
+		ctl_metrics_free(&cur->m);
+		if ((rc = take(path, cur)))
+			break;
+		fputs("\033[H\033[2J", stdout);
+		draw(stdout, prev, cur, term_rows());
+		fflush(stdout);
+		t = prev;
+		prev = cur;
+		cur = t;
+	}
+	fputs("\033[?25h", stdout);
+	fflush(stdout);
+	if (tty)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+	ctl_metrics_free(&a.m);
+	ctl_metrics_free(&b.m);
+	return rc;
+}

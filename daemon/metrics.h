@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the daemon tells an operator (cuflagctl metrics, top, stuck): who
+ * each client is, its arms, completions and arm -> done histogram (kept by
+ * the scanner, scanner.h), its stuck slots, and per user the clients dropped
+ * and the cool-downs begun, with their reasons. Main thread only; the
+ * scanner's side is a few relaxed stores per arm and completion. Stuck slots
+ * are found in stuck.c.
+ */
+#ifndef CUFLAGD_METRICS_H
+#define CUFLAGD_METRICS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "client-info.h"
+#include "cuflag-proto.h"
+#include "log.h"
+
+struct server;
+struct session;
+struct request;
+
+/* One client's share, in struct session. */
+struct session_metrics {
+	struct client_ident ident;
+	uint32_t stuck;          /* stuck slots at the last look */
+	uint64_t *stuck_logged;  /* per slot: the wait logged as stuck (its start), or 0;
+				  * made at the first stuck slot */
+	struct cuflagd_ratelimit rl; /* its stuck lines */
+};
+
+/* Drops and cool-downs per user, for the users seen lately (the oldest entry
+ * makes room). Kept past the user's last connection: a drop usually is it. */
+#define DROP_USERS 64
+
+struct drop_table_entry {
+	uid_t uid;
+	uint64_t last_ms; /* 0: entry unused */
+	uint64_t drops[CUFLAG_DROP_REASONS];
+	uint64_t cooldowns[CUFLAG_DROP_REASONS];
+};
+
+struct drop_table {
+	struct drop_table_entry e[DROP_USERS];
+};
+
+/* At accept: who the peer of sock is. */
+void metrics_session_init(struct session_metrics *m, int sock, pid_t pid);
+void metrics_session_free(struct session_metrics *m);
+
+/* A client is being dropped with err (why: not NULL); counted for its user. */
+void metrics_on_drop(struct server *srv, const struct session *s, int err);
+/* Its user's new clients are refused a while, for the reason it was dropped. */
+void metrics_on_cooldown(struct server *srv, const struct session *s);
+
+/* The METRICS request (request.h's handler contract). */
+int req_metrics(struct server *srv, struct session *s, struct request *req);
+
+#endif
