@@ -38,6 +38,9 @@ _PROTOTYPES = {
     "cuflag_cuda_launched": (ctypes.c_int, [slot_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]),
     "cuflag_cuda_capturing": (ctypes.c_int, [ctypes.c_void_p]),
     "cuflag_cuda_check": (ctypes.c_int, [slot_p]),
+    # Signals from inside a kernel: the flag's device address, many values armed.
+    "cuflag_cuda_slot_devptr": (ctypes.c_int, [slot_p, ctypes.POINTER(ctypes.c_uint64)]),
+    "cuflag_slot_arm_many": (ctypes.c_int, [slot_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_uint32)]),
     "cuflag_group_create": (ctypes.c_int, [client_p, ctypes.POINTER(group_p)]),
     "cuflag_group_destroy": (ctypes.c_int, [group_p]),
     "cuflag_group_fd": (ctypes.c_int, [group_p]),

@@ -135,6 +135,46 @@ class Slot:
         _lib.check(_lib.lib().cuflag_slot_arm(self._handle(), ctypes.byref(target)))
         return target.value
 
+    def arm_many(self, n):
+        """Reserve the slot's next ``n`` values (1 to 2**30) and arm them in
+        one arm; return the first (the others follow it, wrapping at 2**32).
+        For work that completes many values by itself, such as a kernel
+        that signals from inside (``device_pointer()``): it may store them
+        one by one, only the last, or add one per completion; a writer ahead
+        of the arms is counted once they reach it, never past them. Raises
+        ValueError for ``n`` out of range, OSError(EOVERFLOW) when 2**31 or
+        more values would be armed and not yet signalled, or an error of
+        arm()."""
+        n = _lib.count("n", n)
+        if not 1 <= n <= 1 << 30:
+            raise ValueError(f"n must be in 1..2**30, not {n}")
+        first = ctypes.c_uint32()
+        _lib.check(_lib.lib().cuflag_slot_arm_many(self._handle(), n, ctypes.byref(first)))
+        return first.value
+
+    def device_pointer(self):
+        """The slot's flag as a device address (an int) in the CUDA context
+        current in this thread, for a kernel that completes the slot from
+        inside: pass it as a pointer to a 32-bit unsigned int (a CuPy
+        ``RawKernel`` argument as ``numpy.uint64(ptr)``, numba, Triton), arm
+        the values the kernel writes with arm_many(), and store them with
+        the release sequence of cuflag/cuflag_device.h (PTX
+        ``st.release.sys.u32`` / ``red.release.sys.add.u32``). The first
+        use in a context registers the client's flag pages there; the
+        address stays valid until the client is closed, across daemon
+        restarts. Raises OSError: EINVAL when no context is current (use
+        the device from the framework first, e.g. ``cupy.cuda.Device(0).use()``
+        or any allocation), ENODEV (no driver), ENOSYS (a library built
+        without CUDA)."""
+        ptr = ctypes.c_uint64()
+        rc = _lib.lib().cuflag_cuda_slot_devptr(self._handle(), ctypes.byref(ptr))
+        if rc == -errno.EINVAL:
+            raise OSError(errno.EINVAL, "no CUDA context is current in this thread: use the "
+                          "device first (cupy.cuda.Device(0).use(), torch.cuda.init(), "
+                          "or any allocation on it)")
+        _lib.check(rc)
+        return ptr.value
+
     def signal(self, stream):
         """Complete the slot's next value after all the work queued so far
         on ``stream``: queue the flag's store on the stream, arm the slot,
