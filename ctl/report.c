@@ -47,7 +47,7 @@ static const struct field stats_fields[] = {
 	  1 },
 	S(clients, "clients", K_U32, 1),
 	S(max_clients, "max clients", K_U32, 1),
-	S(slots, "slots", K_U32, 1),
+	S(slots, "slots (grouped too)", K_U32, 1),
 	S(slots_per_client, "slots per client", K_U32, 1),
 	S(pending, "pending", K_U64, 1),
 	S(armed, "armed", K_U64, 0),
@@ -192,6 +192,12 @@ static void value_text(const void *base, const struct field *f, int human, char 
 		break;
 	case K_SCANNER:
 		name = scanner_name(v);
+		/* Parked with slots pending is no contradiction: say why. */
+		if (human && v == CUFLAG_SCANNER_PARKED &&
+		    ((const struct cuflag_msg_stats_reply *)base)->pending) {
+			snprintf(buf, len, "parked (pending slots stalled: polled on a timer)");
+			return;
+		}
 		break;
 	default:
 		break;

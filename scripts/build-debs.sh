@@ -32,6 +32,11 @@ if ! dpkg-checkbuilddeps >/dev/null 2>&1; then
 	DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -qq ./ >/dev/null
 fi
 export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-} parallel=${JOBS:-2}"
+case " $DEB_BUILD_OPTIONS " in
+*" nocheck "*) echo "building the packages (DEB_BUILD_OPTIONS=nocheck: no test suites)" ;;
+*) echo "building the packages; dpkg-buildpackage runs the unit, integration and api" \
+	"suites first (minutes; DEB_BUILD_OPTIONS=nocheck skips them)" ;;
+esac
 dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1 || { tail -60 "$work/build.log"; exit 1; }
 changes=$(ls "$work"/cuflag_*.changes)
 # Errors fail the build; warnings are printed for the record.

@@ -55,6 +55,12 @@ def check_holder(sock, holder_pid, epoch):
                                      "5"], "clients table row")
     human = ctl("--socket", sock, "status").stdout
     expect("memfd" in human and epoch in human, "status table")
+    # The armed slots never complete: the scanner parks with them pending,
+    # and the table says that this is no contradiction.
+    wait_for("the scanner to park", lambda: ctl_json(sock, "status")["scanner"] == "parked")
+    human = ctl("--socket", sock, "status").stdout
+    expect("parked (pending slots stalled: polled on a timer)" in human,
+           f"parked next to pending explained: {human}")
 
 
 def check_errors(tmp, sock):
