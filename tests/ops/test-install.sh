@@ -54,5 +54,32 @@ if [ -n "$service" ]; then
 		{ echo "cuflagd.service does not start $installed_daemon:"; grep ExecStart "$service"; fail=1; }
 	! grep -q '@[a-z_]*@' "$service" || { echo "cuflagd.service has unsubstituted @...@"; fail=1; }
 fi
+need "$libdir/pkgconfig/cuflag-client-cuda.pc"
+
+# Programs of the installed headers, built with nothing but pkg-config's
+# flags (the installed tree moved under $dest: its prefix says so).
+pc() {
+	PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$libdir/pkgconfig \
+		"$PKG_CONFIG" --define-variable=prefix="$dest$PREFIX" "$@"
+}
+build_with() { # PACKAGE HEADER: compile and link a program including HEADER
+	printf '#include <%s>\nint main(void) { cuflag_client *c; return cuflag_connect(0, &c) < 0; }\n' \
+		"$2" >"$dest/prog.c"
+	# shellcheck disable=SC2046 # the flags are words
+	"$CC" $(pc --cflags "$1") "$dest/prog.c" -o "$dest/prog" $(pc --libs "$1") ||
+		{ echo "$2 does not build with pkg-config --cflags --libs $1 alone"; fail=1; }
+}
+if [ -z "${PKG_CONFIG:-}" ] || [ -z "${CC:-}" ]; then
+	echo "pkg-config or a C compiler not found: programs of the headers not built"
+else
+	build_with cuflag-client cuflag/cuflag.h
+	cudadir=$(pc --variable=cudadir cuflag-client-cuda)
+	if [ -f "$cudadir/include/cuda.h" ]; then
+		build_with cuflag-client-cuda cuflag/cuflag_cuda.h
+		echo "install: cuflag_cuda.h builds with cuflag-client-cuda's flags ($cudadir)"
+	else
+		echo "install: no $cudadir/include/cuda.h here: cuflag_cuda.h not built"
+	fi
+fi
 [ $fail -eq 0 ] && echo "install: ok"
 exit $fail
