@@ -23,3 +23,6 @@ for d in "$debs"/*.deb; do
 done
 tests/boot/boot.sh --packages python3 "$@" --file tests/boot/files/steady-client.py \
 	tests/boot/checks/packages.sh
+# The packaged exporter scraped by Debian's Prometheus (a base root of its own).
+tests/boot/boot.sh --packages "python3 prometheus" "$@" --file tests/boot/files/hold-stuck.py \
+	tests/boot/checks/exporter.sh

@@ -118,6 +118,33 @@ def main():
          spec["securityContext"].get("runAsUser"),
          f"DaemonSet: runs as {spec['securityContext'].get('runAsUser')}:{gid}, the image's "
          f"cuflag is {image_id and image_id.group(1)}")
+    # The exporter sidecar: cuflagctl metrics --listen on a port named metrics,
+    # announced to Prometheus, in the daemon's admin group (which no client pod
+    # lists) and with the socket mounted where --socket says.
+    exp = [c for c in spec["containers"] if c["name"] == "exporter"]
+    if need(len(exp) == 1, "DaemonSet: no exporter container"):
+        exp = exp[0]
+        cmd = exp.get("command", [])
+        need(cmd[:1] == ["cuflagctl"] and "metrics" in cmd and "--listen" in cmd,
+             "DaemonSet: the exporter does not run cuflagctl metrics --listen")
+        listen = cmd[cmd.index("--listen") + 1] if "--listen" in cmd else ""
+        port = [p for p in exp.get("ports", []) if p.get("name") == "metrics"]
+        need(port and listen.rsplit(":", 1)[-1] == str(port[0].get("containerPort")),
+             f"DaemonSet: the exporter listens on {listen}, its port metrics is {port}")
+        ann = tmpl["metadata"].get("annotations", {})
+        need(port and ann.get("prometheus.io/port") == str(port[0]["containerPort"]),
+             "DaemonSet: prometheus.io/port does not name the exporter's port")
+        need(ann.get("prometheus.io/scrape") == "true", "DaemonSet: not prometheus.io/scrape")
+        need("--socket" in cmd and cmd[cmd.index("--socket") + 1] == sock,
+             "DaemonSet: the exporter asks another socket than the daemon's")
+        need(any(m.get("mountPath") == mount.get("mountPath")
+                 for m in exp.get("volumeMounts", [])),
+             "DaemonSet: the exporter does not mount the socket's directory")
+        admin = args[args.index("--admin-group") + 1] if "--admin-group" in args else None
+        egid = exp.get("securityContext", {}).get("runAsGroup", gid)
+        need(admin == str(egid) and egid != gid,
+             f"DaemonSet: the exporter's group {egid} is not the daemon's --admin-group "
+             f"{admin}, or is the socket's")
     init = spec.get("initContainers", [])
     need(any(f"{gid}:{gid}" in " ".join(c.get("command", [])) for c in init),
          "DaemonSet: no init container hands the socket directory to the daemon's ids")
@@ -129,6 +156,8 @@ def main():
     check_pod_spec("Pod", pspec)
     need(gid in pspec["securityContext"].get("supplementalGroups", []),
          f"Pod: the socket's group {gid} is not among its supplementalGroups")
+    need(9432 not in pspec["securityContext"].get("supplementalGroups", []),
+         "Pod: in the daemon's admin group")
     c = pspec["containers"][0]
     env = {e["name"]: e.get("value") for e in c.get("env", [])}
     mount, vol = hostpath_mount("Pod", pspec, c)

@@ -44,15 +44,21 @@ need "$mandir/man3/libcuflag-client.3"
 need "$mandir/man3/cuflag_connect.3"
 
 for f in systemd/system/cuflagd.service systemd/system/cuflagd.socket sysusers.d/cuflagd.conf \
-	tmpfiles.d/cuflagd.conf; do
+	tmpfiles.d/cuflagd.conf systemd/system/cuflag-exporter.service; do
 	[ -n "$(find_one "$f")" ] || { echo "missing: */$f"; fail=1; }
 done
 service=$(find_one systemd/system/cuflagd.service)
 if [ -n "$service" ]; then
 	installed_daemon=${sbindir#"$dest"}/cuflagd
-	grep -qx "ExecStart=$installed_daemon" "$service" ||
+	grep -qx "ExecStart=$installed_daemon\( .*\)\{0,1\}" "$service" ||
 		{ echo "cuflagd.service does not start $installed_daemon:"; grep ExecStart "$service"; fail=1; }
 	! grep -q '@[a-z_]*@' "$service" || { echo "cuflagd.service has unsubstituted @...@"; fail=1; }
+fi
+exporter=$(find_one systemd/system/cuflag-exporter.service)
+if [ -n "$exporter" ]; then
+	installed_ctl=${bindir#"$dest"}/cuflagctl
+	grep -q "^ExecStart=$installed_ctl metrics --listen " "$exporter" ||
+		{ echo "cuflag-exporter.service does not start $installed_ctl:"; grep ExecStart "$exporter"; fail=1; }
 fi
 need "$libdir/pkgconfig/cuflag-client-cuda.pc"
 

@@ -28,7 +28,8 @@ if command -v man >/dev/null 2>&1; then
 fi
 
 # verify prints problems and may still exit 0 for some: any output fails.
-out=$(systemd-analyze verify "$man_opt" "$units/cuflagd.socket" "$units/cuflagd.service" 2>&1) \
+out=$(systemd-analyze verify "$man_opt" "$units/cuflagd.socket" "$units/cuflagd.service" \
+	"$units/cuflag-exporter.service" 2>&1) \
 	|| { echo "$out"; echo "systemd-analyze verify failed"; exit 1; }
 if [ -n "$out" ]; then
 	echo "$out"
@@ -39,6 +40,11 @@ fi
 # Exposure on systemd's 0-10 scale, times ten: at most 2.0 ("OK" or better).
 systemd-analyze security --offline=yes --threshold=20 "$units/cuflagd.service" >"$tmp/sec" 2>&1 \
 	|| { cat "$tmp/sec"; echo "cuflagd.service is less hardened than expected"; exit 1; }
+tail -n 1 "$tmp/sec"
+# The exporter listens on the network: as hardened, but for its sockets.
+systemd-analyze security --offline=yes --threshold=20 "$units/cuflag-exporter.service" \
+	>"$tmp/sec" 2>&1 ||
+	{ cat "$tmp/sec"; echo "cuflag-exporter.service is less hardened than expected"; exit 1; }
 tail -n 1 "$tmp/sec"
 
 if command -v systemd-sysusers >/dev/null 2>&1 && command -v systemd-tmpfiles >/dev/null 2>&1; then
@@ -52,6 +58,11 @@ if command -v systemd-sysusers >/dev/null 2>&1 && command -v systemd-tmpfiles >/
 	group=$(sed -n 's/^SocketGroup=//p' "$units/cuflagd.socket")
 	grep -q "^$user:" "$root/etc/passwd" || { echo "sysusers.d makes no user $user"; exit 1; }
 	grep -q "^$group:" "$root/etc/group" || { echo "sysusers.d makes no group $group"; exit 1; }
+	# The daemon's --admin-group and the exporter's groups.
+	admin=$(sed -n 's/^ExecStart=.*--admin-group \([^ ]*\).*/\1/p' "$units/cuflagd.service")
+	for g in $admin $(sed -n 's/^SupplementaryGroups=//p' "$units/cuflag-exporter.service"); do
+		grep -q "^$g:" "$root/etc/group" || { echo "sysusers.d makes no group $g"; exit 1; }
+	done
 	dir=$(sed -n 's|^ListenSequentialPacket=\(.*\)/[^/]*$|\1|p' "$units/cuflagd.socket")
 	[ -d "$root$dir" ] || { echo "tmpfiles.d makes no $dir"; exit 1; }
 fi
