@@ -2,6 +2,7 @@
 """Errors: negative errno from the library as OSError, misuse as
 ValueError, and the daemon's limits."""
 
+import asyncio
 import errno
 import os
 import subprocess
@@ -104,6 +105,7 @@ class ErrorTest(DaemonTestCase):
         for target in (start + 1, (start - 1) & 0xFFFFFFFF, 5):
             einval(slots[0].wait, target, 0)
             einval(slots[0].reached, target)
+            einval(asyncio.run, slots[0].wait_async(target))
         last = {}
         for i, slot in enumerate(slots):
             for _ in range(i + 1):

@@ -90,7 +90,7 @@ def run_steps():
                 log = tempfile.TemporaryFile("w+")
                 p = subprocess.Popen(["sh", "-c", sh[:-1]], cwd=SOURCE_ROOT, env=env,
                                      stdout=log, stderr=subprocess.STDOUT, text=True)
-                background.append(p)
+                background.append((p, log))
                 end = time.monotonic() + 10
                 while True:
                     log.seek(0)
@@ -109,8 +109,14 @@ def run_steps():
                 if missing(expected, output):
                     sys.exit(f"getting-started: `{cmd}` did not print {missing(expected, output)}:\n{output}")
             print(f"getting-started: ok: {cmd}")
+        # Started by hand, the daemon speaks of the shell's limits, never
+        # of a unit's LimitNOFILE= (there is no unit).
+        for _, log in background:
+            log.seek(0)
+            if "LimitNOFILE" in log.read():
+                sys.exit("getting-started: the daemon started by hand speaks of LimitNOFILE")
     finally:
-        for p in background:
+        for p, _ in background:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
             try:
