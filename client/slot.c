@@ -431,7 +431,7 @@ CUFLAG_EXPORT int cuflag_slot_arm_many(cuflag_slot *s, unsigned n, uint32_t *fir
 	}
 	rc = cuflag__publish(s, last);
 	if (rc == 0)
-		atomic_store_explicit(&s->next, last, memory_order_relaxed);
+		cuflag__reserved(s, last);
 	pthread_mutex_unlock(&s->lock);
 	if (rc == 0)
 		*first = next + 1;
