@@ -35,6 +35,7 @@ struct bench_opts {
 	int scale;             /* the scale run (cpu mode) */
 	unsigned scale_clients; /* idle fleet / armed run: processes */
 	int paced;             /* the scanner-cost rows (cpu mode) */
+	int metrics_cost;      /* the metrics on/off rows (cpu mode) */
 };
 
 /* The scale run's idle fleet: processes x slots each, the daemon's default
@@ -208,6 +209,17 @@ struct bench_daemon {
 int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o);
 /* The same with --scanner-mode mode (NULL: none given). */
 int bench_daemon_start_mode(struct bench_daemon *d, const struct bench_opts *o, const char *mode);
+/* The same with one more argument (NULL: none). */
+int bench_daemon_start_with(struct bench_daemon *d, const struct bench_opts *o, const char *mode,
+			    const char *extra);
+/* The cpu mode's throughput run (P processes x S slots) against d into t;
+ * the daemon's CPU time over it in ms, < 0 if unreadable. */
+double bench_cpu_tput(const struct bench_opts *o, struct bench_tput *t,
+		      const struct bench_daemon *d);
+/* Metrics on against off (cuflagd --no-metrics), alternating daemons in one
+ * run: rows metrics-on and metrics-off, and their ratios (metrics-cost.c).
+ * 0, or 1 when a row failed. */
+int bench_metrics_cost(const struct bench_opts *o, struct bench_report *r);
 void bench_daemon_stop(struct bench_daemon *d);
 /* CPU time (user+system) of the daemon so far, in ms; < 0 if unreadable. */
 double bench_daemon_cpu_ms(const struct bench_daemon *d);

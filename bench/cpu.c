@@ -582,18 +582,24 @@ static void tput_worker(unsigned i, int ready_fd, int go_fd, int result_fd, void
 	_exit(write(result_fd, &res, sizeof(res)) == sizeof(res) ? 0 : 1);
 }
 
-static void throughput(const struct bench_opts *o, struct bench_report *r,
-		       const struct bench_daemon *d)
+double bench_cpu_tput(const struct bench_opts *o, struct bench_tput *t,
+		      const struct bench_daemon *d)
 {
-	struct bench_tput *t = bench_tput_add(r, "cuflagd");
 	struct tput_args a = { d->sock, o->slots, o->completions };
 	uint64_t expect = o->completions * o->clients;
 	/* Bounded: 10 us a completion is far slower than anything seen, plus 30 s. */
 	unsigned run_s = 30 + (unsigned)(expect / 100000);
-	double cpu_ms;
 
 	t->per_proc = o->slots;
-	cpu_ms = bench_fleet_run(t, d, o->clients, tput_worker, &a, expect, 30, run_s);
+	return bench_fleet_run(t, d, o->clients, tput_worker, &a, expect, 30, run_s);
+}
+
+static void throughput(const struct bench_opts *o, struct bench_report *r,
+		       const struct bench_daemon *d)
+{
+	struct bench_tput *t = bench_tput_add(r, "cuflagd");
+	double cpu_ms = bench_cpu_tput(o, t, d);
+
 	if (!t->failed && cpu_ms >= 0) {
 		t->daemon_cpu_ms = cpu_ms;
 		r->have_daemon_cpu = 1;
@@ -631,6 +637,8 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 		failed = 1;
 	bench_daemon_stop(&d);
 	if (o->paced && bench_paced_run(o, r))
+		failed = 1;
+	if (o->metrics_cost && bench_metrics_cost(o, r))
 		failed = 1;
 
 	bench_ratio_lat(r, "cuflagd_p50/eventfd-direct_p50", "cuflagd", "eventfd-direct", 0);

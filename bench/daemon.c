@@ -60,6 +60,12 @@ int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o)
 
 int bench_daemon_start_mode(struct bench_daemon *d, const struct bench_opts *o, const char *mode)
 {
+	return bench_daemon_start_with(d, o, mode, NULL);
+}
+
+int bench_daemon_start_with(struct bench_daemon *d, const struct bench_opts *o, const char *mode,
+			    const char *extra)
+{
 	char spin[32], maxc[16];
 	pid_t peer = 0;
 	int st, rc;
@@ -87,10 +93,17 @@ int bench_daemon_start_mode(struct bench_daemon *d, const struct bench_opts *o, 
 	/* The largest write budget: the 10 000-slot rows make costly eventfd
 	 * writes (10 processes x 1000 eventfds in epoll sets) on purpose, and on
 	 * a busy machine the default budget would drop them as an attack. */
-	const char *argv[] = { o->daemon, "--socket", d->sock, "--spin-us", spin,
-			       "--max-clients", maxc, "--log-level", "warning",
-			       "--write-budget-us", "10000000",
-			       mode ? "--scanner-mode" : NULL, mode, NULL };
+	const char *argv[16] = { o->daemon, "--socket", d->sock, "--spin-us", spin,
+				 "--max-clients", maxc, "--log-level", "warning",
+				 "--write-budget-us", "10000000" };
+	size_t n = 11;
+
+	if (mode) {
+		argv[n++] = "--scanner-mode";
+		argv[n++] = mode;
+	}
+	if (extra)
+		argv[n++] = extra;
 	/* Ready when it accepts a connection; give up if it dies or after 10 s. */
 	rc = cuflag_daemon_spawn(argv, d->sock, -1, 10000, &d->pid, &st);
 	if (rc == 0) {

@@ -43,6 +43,8 @@ static void usage(FILE *f)
 		"  --paced, --no-paced  cpu mode: the scanner's cost at 1k, 10k, 100k paced\n"
 		"                       completions/s, a daemon per --scanner-mode (default on\n"
 		"                       unless --iterations is below 100)\n"
+		"  --metrics-cost       cpu mode: latency and throughput against a cuflagd with\n"
+		"                       its metrics and one with --no-metrics, alternating\n"
 		"  -h, --help           this text\n\n"
 		"Exit status: 0 all measured, 1 something failed, 2 bad usage, 77 the mode\n"
 		"cannot run here (no GPU, or built without CUDA).\n");
@@ -80,7 +82,7 @@ int main(int argc, char **argv)
 {
 	enum { O_MODE = 256, O_JSON, O_ITER, O_WARM, O_CLIENTS, O_SLOTS, O_STREAMS, O_COMPL,
 	       O_SPIN, O_IDLE, O_DAEMON, O_SOCKET, O_DUMP, O_SCALE, O_NO_SCALE, O_SCALE_CLIENTS,
-	       O_SCANNER, O_PACED, O_NO_PACED };
+	       O_SCANNER, O_PACED, O_NO_PACED, O_METRICS_COST };
 	static const struct option opts[] = {
 		{ "mode", required_argument, NULL, O_MODE },
 		{ "json", no_argument, NULL, O_JSON },
@@ -95,6 +97,7 @@ int main(int argc, char **argv)
 		{ "scanner-mode", required_argument, NULL, O_SCANNER },
 		{ "paced", no_argument, NULL, O_PACED },
 		{ "no-paced", no_argument, NULL, O_NO_PACED },
+		{ "metrics-cost", no_argument, NULL, O_METRICS_COST },
 		{ "daemon", required_argument, NULL, O_DAEMON },
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "dump-samples", required_argument, NULL, O_DUMP },
@@ -170,6 +173,9 @@ int main(int argc, char **argv)
 				return 2;
 			o.idle_ms = (unsigned)v;
 			break;
+		case O_METRICS_COST:
+			o.metrics_cost = 1;
+			break;
 		case O_PACED:
 		case O_NO_PACED:
 			o.paced = c == O_PACED;
@@ -219,6 +225,10 @@ int main(int argc, char **argv)
 	/* The scale run takes a few seconds: on by default, but not in a tiny run. */
 	if (o.scale < 0)
 		o.scale = o.mode[0] == 'c' && o.iterations >= 100;
+	if (o.metrics_cost && o.mode[0] == 'g') {
+		fprintf(stderr, "cuflag-bench: --metrics-cost: cpu mode only\n");
+		return 2;
+	}
 	if (o.paced > 0 && o.mode[0] == 'g') {
 		fprintf(stderr, "cuflag-bench: --paced: cpu mode only\n");
 		return 2;

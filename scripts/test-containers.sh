@@ -1,0 +1,152 @@
+#!/bin/sh
+# The DaemonSet's pod from images built out of the Debian packages, with no
+# registry: a Debian 12 root made by debootstrap, the packages installed in
+# it as deploy/Dockerfile's target cuflagd does (user cuflag with the fixed
+# id 9431), committed as localhost/cuflagd:0.1.0 by buildah; then the pod
+# template of deploy/cuflagd-daemonset.yaml (the daemon and the exporter
+# sidecar, the socket directory a hostPath) played by podman. Checked: the
+# daemon answers cuflagctl in its container, a client in another container
+# of the node is served through the shared socket, and the exporter's port
+# answers GET /metrics with that client's completions.
+#   scripts/test-containers.sh          build the packages, then the test
+#   DEBS=dir scripts/test-containers.sh on packages built before
+# Exit 77 (one line why) where this machine cannot: not root, no buildah,
+# podman or debootstrap, or podman cannot run a container here.
+set -eu
+cd "$(dirname "$0")/.."
+skip() { echo "containers: $*: skipped"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "not root"
+for t in buildah podman debootstrap python3; do
+	command -v $t >/dev/null 2>&1 || skip "$t not installed"
+done
+python3 -c 'import yaml' 2>/dev/null || skip "python3-yaml not installed"
+podman info >/dev/null 2>&1 || skip "podman cannot run here ($(podman info 2>&1 | tail -n 1))"
+
+work=$(mktemp -d /var/tmp/cuflag-containers.XXXXXX)
+image=localhost/cuflagd:0.1.0
+pod=cuflagd-test
+ctr=
+cleanup() {
+	podman pod rm -f "$pod" >/dev/null 2>&1 || true
+	[ -z "$ctr" ] || buildah rm "$ctr" >/dev/null 2>&1 || true
+	podman rmi -f "$image" >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+debs=${DEBS:-}
+if [ -z "$debs" ]; then
+	debs=$work/debs
+	mkdir -p "$debs"
+	scripts/build-debs.sh "$debs"
+fi
+
+# 1. The image: a minbase root, the packages as the Dockerfile installs them.
+cache=${BOOT_CACHE:-/var/tmp/cuflag-boot}
+mkdir -p "$cache"
+base=$cache/containers-bookworm
+if [ ! -e "$base/.complete" ]; then
+	rm -rf "$base.tmp"
+	debootstrap --variant=minbase --include=systemd-standalone-sysusers bookworm "$base.tmp" \
+		"${BOOT_MIRROR:-http://deb.debian.org/debian}" >"$cache/containers.log" 2>&1 ||
+		skip "debootstrap failed (no mirror? log: $cache/containers.log)"
+	touch "$base.tmp/.complete"
+	mv "$base.tmp" "$base"
+fi
+root=$work/root
+cp -a "$base/." "$root/"
+mkdir -p "$root/tmp/debs"
+cp "$debs"/cuflagd_*.deb "$debs"/libcuflag-client0_*.deb "$debs"/python3-cuflag_*.deb \
+	"$root/tmp/debs/"
+chroot "$root" sh -euc '
+	groupadd --system --gid 9431 cuflag
+	useradd --system -K SYS_UID_MAX=65535 --uid 9431 --gid cuflag --no-create-home \
+		--home-dir / --shell /usr/sbin/nologin cuflag
+	apt-get install -y --no-install-recommends /tmp/debs/*.deb python3 >/dev/null
+	rm -rf /tmp/debs /var/cache/apt/archives/*.deb' ||
+	{ echo "containers: the packages do not install in the image root"; exit 1; }
+ctr=$(buildah from scratch)
+mnt=$(buildah mount "$ctr")
+cp -a "$root/." "$mnt/"
+buildah umount "$ctr" >/dev/null
+buildah config --user 9431:9431 --entrypoint '["/usr/sbin/cuflagd"]' \
+	--cmd '--socket /run/cuflagd/cuflagd.sock' "$ctr"
+buildah commit -q "$ctr" "$image" >/dev/null
+buildah rm "$ctr" >/dev/null
+ctr=
+echo "containers: built $image from the packages"
+
+# 2. The DaemonSet's pod template as a Pod: the socket directory in $work,
+# the exporter's port published on a free one of the host's.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$work/run-cuflagd"
+python3 - deploy/cuflagd-daemonset.yaml "$work/pod.yaml" "$work/run-cuflagd" "$image" "$port" <<'PY'
+import sys, yaml
+src, out, sockdir, image, port = sys.argv[1:]
+ds = [d for d in yaml.safe_load_all(open(src)) if d and d.get("kind") == "DaemonSet"][0]
+tmpl = ds["spec"]["template"]
+spec = tmpl["spec"]
+for key in ("nodeSelector", "tolerations", "priorityClassName"):
+    spec.pop(key, None)
+for c in spec.get("initContainers", []) + spec["containers"]:
+    c["image"] = image
+    for p in c.get("ports", []):
+        if p.get("name") == "metrics":
+            p["hostPort"] = int(port)
+for v in spec["volumes"]:
+    if "hostPath" in v:
+        v["hostPath"] = {"path": sockdir, "type": "Directory"}
+pod = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "cuflagd-test", "labels": tmpl["metadata"]["labels"],
+                    "annotations": tmpl["metadata"].get("annotations", {})},
+       "spec": spec}
+yaml.safe_dump(pod, open(out, "w"))
+PY
+podman kube play "$work/pod.yaml" >"$work/play.log" 2>&1 ||
+	{ cat "$work/play.log"; echo "containers: podman kube play failed"; exit 1; }
+daemon=$pod-cuflagd
+ready() { podman exec "$daemon" cuflagctl --socket /run/cuflagd/cuflagd.sock status >/dev/null 2>&1; }
+i=0
+until ready; do
+	i=$((i + 1))
+	[ $i -lt 100 ] || { podman logs "$daemon" 2>&1 | tail; echo "containers: the daemon did not answer"; exit 1; }
+	sleep 0.1
+done
+echo "containers: the pod runs; cuflagd answers cuflagctl in its container"
+
+# 3. A client in a container of its own, as a GPU pod would be: the socket's
+# group 9431, the socket directory mounted.
+podman run --rm --user 1000:1000 --group-add 9431 -v "$work/run-cuflagd:/run/cuflagd" \
+	-e CUFLAG_SOCKET=/run/cuflagd/cuflagd.sock --entrypoint python3 "$image" -c '
+import cuflag
+with cuflag.Client() as c:
+    s = c.acquire()
+    for _ in range(25):
+        t = s.arm()
+        s.store(t)
+        s.wait(t, timeout=5)
+print("served")' | grep -q served || { echo "containers: a client container was not served"; exit 1; }
+echo "containers: a client in another container was served through the shared socket"
+
+# 4. The exporter sidecar on its port.
+python3 - "$port" <<'PY' || exit 1
+import sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/metrics"
+end = time.monotonic() + 10
+while True:
+    try:
+        body = urllib.request.urlopen(url, timeout=2).read().decode()
+        break
+    except OSError:
+        if time.monotonic() > end:
+            sys.exit("containers: the exporter does not answer on its port")
+        time.sleep(0.2)
+lines = body.splitlines()
+if "cuflag_up 1" not in lines:
+    sys.exit("containers: the exporter says the daemon is down")
+done = [l for l in lines if l.startswith("cuflag_daemon_completions_total ")]
+if not done or float(done[0].split()[1]) < 25:
+    sys.exit(f"containers: completions not counted: {done}")
+print(f"containers: the exporter sidecar answers GET /metrics ({done[0]})")
+PY
+echo "containers: ok"
