@@ -4,7 +4,7 @@
 #ifndef CUFLAGD_EPTAG_H
 #define CUFLAGD_EPTAG_H
 
-enum ep_kind { EP_LISTEN = 1, EP_SIGNAL, EP_TIMER, EP_SCANNER, EP_CLIENT };
+enum ep_kind { EP_LISTEN = 1, EP_SIGNAL, EP_TIMER, EP_SCANNER, EP_CLIENT, EP_GUARD };
 
 struct ep_tag {
 	enum ep_kind kind;

@@ -11,6 +11,7 @@
 
 #include "fd-util.h"
 #include "log.h"
+#include "region-guard.h"
 
 static int memfd_sized(const char *name, uint64_t size)
 {
@@ -32,9 +33,10 @@ int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
 	const int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 	struct cuflag_region_hdr hdr, expect;
 	struct stat st;
-	int seals;
+	int seals, rc;
 
 	memset(r, 0, sizeof(*r));
+	r->guard = -1;
 	/* Sealed so it can never shrink under our mapping (no SIGBUS), and no
 	 * seal can be added later to make our writes fail. */
 	seals = fcntl(fd, F_GET_SEALS);
@@ -60,6 +62,15 @@ int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
 	r->size = l->size;
 	r->dev = st.st_dev;
 	r->ino = st.st_ino;
+	/* Before the first touch: a page punched out since the count above
+	 * must not be faulted in as the daemon's. */
+	rc = guard_add(r->map, r->size, &r->guard);
+	if (rc) {
+		region_destroy(r);
+		*why = rc == -EFAULT ? "ATTACH: the region has a hole (a page not allocated)"
+				     : "ATTACH: cannot guard the region against holes";
+		return rc == -EFAULT ? -EINVAL : rc;
+	}
 	cuflag_region_hdr_make(&expect, l);
 	memcpy(&hdr, r->map, sizeof(hdr));
 	if (memcmp(&hdr, &expect, sizeof(hdr))) {
@@ -79,9 +90,12 @@ int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
 
 void region_destroy(struct region *r)
 {
-	if (r->map)
+	if (r->map) {
+		guard_del(r->guard); /* set whenever map is */
 		munmap(r->map, r->size);
+	}
 	r->map = NULL;
+	r->guard = -1;
 }
 
 int daemon_page_create(struct daemon_page *dp, uint64_t epoch)

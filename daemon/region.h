@@ -15,6 +15,7 @@ struct region {
 	uint64_t size;
 	dev_t dev;     /* which file it is: a live session's region is refused */
 	ino_t ino;
+	int guard;     /* its index in region-guard.h, or -1 */
 };
 
 /*
@@ -22,7 +23,9 @@ struct region {
  * memfd sealed against shrink, grow and further seals, of exactly the layout
  * l's size, every page allocated (so that its memory is the client's, not
  * charged to the daemon when it touches it), starting with the header for l.
- * It is mapped and locked; fd stays the caller's. 0 or a negative errno with
+ * It is mapped, guarded against holes (region-guard.h: a page missing now
+ * refuses it, one punched later drops its session without a page of the
+ * daemon's going into it) and locked; fd stays the caller's. 0 or a negative errno with
  * *why for the client.
  */
 int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,

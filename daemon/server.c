@@ -22,6 +22,7 @@
 #include "fdpass.h"
 #include "notify.h"
 #include "proto.h"
+#include "region-guard.h"
 #include "request.h"
 #include "socket-perms.h"
 #include "stuck.h"
@@ -290,6 +291,19 @@ static void on_scanner_done(struct server *srv)
 	}
 }
 
+/* A region lost a page under the daemon (region-guard.h): the daemon saw a
+ * private page of its own there, never one of the client's memfd. */
+static void on_region_punched(struct server *srv)
+{
+	uint8_t *map;
+
+	while ((map = guard_take_punched())) {
+		struct session *s = registry_find_addr(&srv->reg, map);
+		if (s && !s->dead)
+			session_drop(srv, s, -EFAULT, "a hole was punched in its region");
+	}
+}
+
 static void on_tick(struct server *srv)
 {
 	uint64_t v, now = cuflag_now_ms();
@@ -428,6 +442,7 @@ static int start_workers(struct server *srv, const struct cuflagd_config *cfg)
 			cfg->queue_size);
 		return rc;
 	}
+	guard_start(cfg->max_clients);
 	rc = daemon_page_create(&srv->dp, srv->epoch);
 	if (rc) {
 		log_err("cannot create the daemon page: %s", strerror(-rc));
@@ -513,6 +528,7 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	srv->tag_signal.kind = EP_SIGNAL;
 	srv->tag_timer.kind = EP_TIMER;
 	srv->tag_scanner.kind = EP_SCANNER;
+	srv->tag_guard.kind = EP_GUARD;
 	srv->rl = (struct cuflagd_ratelimit){ .interval_ms = 1000, .burst = 20 };
 	srv->start_ms = srv->last_status_ms = srv->last_ping_ms = cuflag_now_ms();
 	if (getrandom(&srv->epoch, sizeof(srv->epoch), 0) != sizeof(srv->epoch))
@@ -537,7 +553,8 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	if ((rc = open_listener(srv, cfg)) || (rc = ep_add(srv, srv->listen_fd, &srv->tag_listen)) ||
 	    (rc = ep_add(srv, srv->sig_fd, &srv->tag_signal)) ||
 	    (rc = ep_add(srv, srv->timer_fd, &srv->tag_timer)) ||
-	    (rc = ep_add(srv, scanner_done_fd(srv->sc), &srv->tag_scanner)))
+	    (rc = ep_add(srv, scanner_done_fd(srv->sc), &srv->tag_scanner)) ||
+	    (guard_fd() >= 0 && (rc = ep_add(srv, guard_fd(), &srv->tag_guard))))
 		return rc;
 	srv->watchdog_usec = notify_watchdog_usec();
 	srv->fd_reserve_from = INT32_MAX;
@@ -579,6 +596,9 @@ int server_run(struct server *srv)
 			case EP_SCANNER:
 				on_scanner_done(srv);
 				break;
+			case EP_GUARD:
+				on_region_punched(srv);
+				break;
 			case EP_CLIENT: {
 				/* Sessions are freed only after the batch: this one is
 				 * valid even if it was dropped by an earlier event. */
@@ -619,4 +639,5 @@ void server_fini(struct server *srv)
 	srv->timer_fd = safe_close(srv->timer_fd);
 	srv->ep = safe_close(srv->ep);
 	daemon_page_destroy(&srv->dp);
+	guard_stop();
 }

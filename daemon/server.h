@@ -47,7 +47,7 @@ struct server {
 	struct uid_penalties penalties; /* users refused a while (penalty.h) */
 	struct drop_table drops;        /* per user, for the metrics (metrics.h) */
 	uint64_t broken_seen;           /* scanner_broken_count() last looked at */
-	struct ep_tag tag_listen, tag_signal, tag_timer, tag_scanner;
+	struct ep_tag tag_listen, tag_signal, tag_timer, tag_scanner, tag_guard;
 };
 
 /* Block the signals the main loop takes through its signalfd. */

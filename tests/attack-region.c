@@ -37,22 +37,14 @@ static int attach_again(int region, uint32_t slots, uint64_t epoch)
 {
 	struct {
 		struct cuflag_msg_hdr h;
-		struct cuflag_msg_hello b;
-	} hello = { .b = { .version_min = CUFLAG_PROTO_VERSION,
-			   .version_max = CUFLAG_PROTO_VERSION } };
-	struct {
-		struct cuflag_msg_hdr h;
 		struct cuflag_msg_attach b;
 	} attach = { .b = { .slots = slots, .epoch = epoch } };
 	int sock = daemon_connect_raw(), fds[2] = { region, eventfd(0, EFD_CLOEXEC) };
 	int st = 1;
 
 	CHECK(sock >= 0 && fds[1] >= 0);
-	cuflag_hdr_init(&hello.h, CUFLAG_MSG_HELLO, sizeof(hello), 1, 0, 0);
 	cuflag_hdr_init(&attach.h, CUFLAG_MSG_ATTACH, sizeof(attach), 2, 0, 2);
-	if (send_with_fds(sock, &hello, sizeof(hello), NULL, 0) == 0 &&
-	    recv_reply(sock, &st, 5000) > 0 && st == 0 &&
-	    send_with_fds(sock, &attach, sizeof(attach), fds, 2) == 0 &&
+	if (hello_raw(sock, NULL) == 0 && send_with_fds(sock, &attach, sizeof(attach), fds, 2) == 0 &&
 	    recv_reply(sock, &st, 5000) <= 0)
 		st = 1;
 	close(fds[1]);

@@ -916,6 +916,53 @@ void daemon_mem(struct daemon_mem *m)
 	m->cg_shmem_kb = read_kv_kb(path, "shmem");
 }
 
+int hello_raw(int sock, struct cuflag_msg_hello_reply *hr)
+{
+	struct {
+		struct cuflag_msg_hdr h;
+		struct cuflag_msg_hello b;
+	} m = { .b = { .version_min = CUFLAG_PROTO_VERSION,
+		       .version_max = CUFLAG_PROTO_VERSION } };
+	uint8_t buf[CUFLAG_MSG_MAX];
+	struct cuflag_msg_hdr h;
+	int fds[4];
+	unsigned nfds = 0;
+	ssize_t n;
+
+	cuflag_hdr_init(&m.h, CUFLAG_MSG_HELLO, sizeof(m), 1, 0, 0);
+	if (send_with_fds(sock, &m, sizeof(m), NULL, 0))
+		return -EPIPE;
+	n = cuflag_recv_msg(sock, buf, sizeof(buf), fds, 4, &nfds, 0);
+	for (unsigned i = 0; i < nfds; i++)
+		close(fds[i]);
+	if (n < (ssize_t)sizeof(h))
+		return -EPIPE;
+	memcpy(&h, buf, sizeof(h));
+	if (h.status)
+		return h.status;
+	if (hr) {
+		if ((size_t)n < sizeof(h) + sizeof(*hr))
+			return -EPIPE;
+		memcpy(hr, buf + sizeof(h), sizeof(*hr));
+	}
+	return 0;
+}
+
+int daemon_mem_limit(long mb)
+{
+	char path[700], v[32];
+
+	if (!cg.dir[0])
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/%s", cg.dir,
+		 cg.v2 ? "memory.max" : "memory.limit_in_bytes");
+	if (mb < 0)
+		snprintf(v, sizeof(v), "%s", cg.v2 ? "max" : "-1");
+	else
+		snprintf(v, sizeof(v), "%ld", mb * 1024 * 1024);
+	return write_str(path, v);
+}
+
 /* ---------------------------------------------------------------- */
 /* The bench                                                         */
 /* ---------------------------------------------------------------- */

@@ -71,6 +71,10 @@ int send_with_fds(int sock, const void *buf, size_t len, const int *fds, unsigne
 /* Receive one message, closing any fds it carries: its length, 0 at
  * hang-up, -errno. *status gets the header's status when it has one. */
 ssize_t recv_reply(int sock, int *status, int timeout_ms);
+/* HELLO on sock: the reply's status (-EPIPE when none came); hr (or NULL)
+ * gets the reply's body. */
+struct cuflag_msg_hello_reply;
+int hello_raw(int sock, struct cuflag_msg_hello_reply *hr);
 /* Whether the daemon has hung up on sock (EOF readable), waiting up to ms. */
 int hung_up(int sock, int timeout_ms);
 /* cuflag_connect()'s result for a fresh client of this process's uid (the
@@ -143,6 +147,9 @@ struct daemon_mem {
 	long cg_kb, cg_shmem_kb; /* its memory cgroup: usage, shmem (-1: none) */
 };
 void daemon_mem(struct daemon_mem *m);
+/* Hold the daemon's cgroup to mb MiB (< 0: no limit). 0, or -errno (no
+ * cgroup of its own: -ENOENT). */
+int daemon_mem_limit(long mb);
 
 /* STATS on a fresh connection as root: 0, or -errno when it was not
  * answered within 5 s. */

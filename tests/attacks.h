@@ -15,6 +15,10 @@ void attack_flood(void);
 void attack_blocking(void);
 void attack_kept_memfds(void);
 void attack_region_twice(void);
+void attack_punched_regions(void);
+void attack_fd_mix(void);
+void attack_four_users(void);
+void attack_log_flood(void);
 
 /* The attacker's rounds: connect, misbehave until dropped, again, until its
  * user is cooled down (-EBUSY). Shared by the attacks that must end so. */

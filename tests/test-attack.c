@@ -38,6 +38,10 @@ static const struct {
 	{ "blocking", attack_blocking, many_sessions },
 	{ "kept-memfds", attack_kept_memfds, no_args },
 	{ "region-twice", attack_region_twice, no_args },
+	{ "punched-regions", attack_punched_regions, no_args },
+	{ "fd-mix", attack_fd_mix, no_args },
+	{ "four-users", attack_four_users, no_args },
+	{ "log-flood", attack_log_flood, no_args },
 };
 
 void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg)
