@@ -378,6 +378,7 @@ static int req_stats(struct server *srv, struct session *s, struct request *req)
 	r.epoch = srv->epoch;
 	r.uptime_ms = cuflag_now_ms() - srv->start_ms;
 	server_totals(srv, &r.clients, &r.slots, &r.pending);
+	r.grouped_slots = server_grouped_slots(srv);
 	r.armed = st.armed;
 	r.wakes = st.wakes;
 	r.completions = st.completions;

@@ -362,7 +362,7 @@ static void on_tick(struct server *srv)
 }
 
 struct totals {
-	uint32_t clients, slots;
+	uint32_t clients, slots, grouped;
 	uint64_t pending;
 };
 
@@ -372,7 +372,17 @@ static void add_totals(struct session *s, void *arg)
 
 	t->clients++;
 	t->slots += s->slots.nlive;
+	for (uint32_t g = 0; g < s->slots.ngroups; g++)
+		t->grouped += s->slots.group_live[g];
 	t->pending += atomic_load_explicit(&s->scan->n_pending, memory_order_relaxed);
+}
+
+uint32_t server_grouped_slots(struct server *srv)
+{
+	struct totals t = { 0 };
+
+	registry_each(&srv->reg, REG_ATTACHED, add_totals, &t);
+	return t.grouped;
 }
 
 void server_totals(struct server *srv, uint32_t *clients, uint32_t *slots, uint64_t *pending)

@@ -61,5 +61,7 @@ void server_fini(struct server *srv);
 
 /* Clients holding a region, their live slots, and their slots pending now. */
 void server_totals(struct server *srv, uint32_t *clients, uint32_t *slots, uint64_t *pending);
+/* Of the slots server_totals() counts, those in a group. */
+uint32_t server_grouped_slots(struct server *srv);
 
 #endif

@@ -232,7 +232,7 @@ struct cuflag_msg_stats_reply {
 	char daemon_version[16]; /* the daemon's release, NUL-terminated */
 	/* What the scanner costs (since the daemon's start). */
 	uint32_t scanner_mode;   /* 0 spin, 1 adaptive (cuflagd --scanner-mode) */
-	uint32_t reserved0;      /* 0 */
+	uint32_t grouped_slots;  /* of slots, those in a group (0 from older daemons) */
 	uint64_t scanner_cpu_ns; /* the scanner thread's CPU time */
 	uint64_t scanner_wakeups;/* times it woke from a park or a sleep */
 	uint64_t scanner_sleeps; /* of which from a sleep (until a completion was due) */

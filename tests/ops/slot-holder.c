@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A client for tests driven from outside C: slot-holder SOCKET SLOTS ARMED
- * connects, acquires SLOTS slots, arms ARMED of them (never completed),
- * prints "ready PID" and holds everything until its stdin closes.
+ * [GROUPED] connects, acquires SLOTS slots, arms ARMED of them (never
+ * completed), and GROUPED more in a group, prints "ready PID" and holds
+ * everything until its stdin closes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,20 +16,23 @@
 
 int main(int argc, char **argv)
 {
-	cuflag_slot *s[HOLDER_MAX];
+	cuflag_slot *s[HOLDER_MAX], *gs[HOLDER_MAX];
+	cuflag_group *g = NULL;
 	cuflag_client *c;
-	unsigned nslots, narmed;
+	unsigned nslots, narmed, ngrouped = 0;
 	char buf[64];
 	uint32_t t;
 	int rc;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: slot-holder SOCKET SLOTS ARMED\n");
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: slot-holder SOCKET SLOTS ARMED [GROUPED]\n");
 		return 2;
 	}
 	nslots = (unsigned)strtoul(argv[2], NULL, 10);
 	narmed = (unsigned)strtoul(argv[3], NULL, 10);
-	if (nslots < 1 || nslots > HOLDER_MAX || narmed > nslots) {
+	if (argc == 5)
+		ngrouped = (unsigned)strtoul(argv[4], NULL, 10);
+	if (nslots < 1 || nslots > HOLDER_MAX || narmed > nslots || ngrouped > HOLDER_MAX) {
 		fprintf(stderr, "slot-holder: need 1 <= SLOTS <= %d and ARMED <= SLOTS\n",
 			HOLDER_MAX);
 		return 2;
@@ -43,6 +47,8 @@ int main(int argc, char **argv)
 	rc = cuflag_slots_acquire(c, nslots, s);
 	for (unsigned i = 0; rc == 0 && i < narmed; i++)
 		rc = cuflag_slot_arm(s[i], &t);
+	if (rc == 0 && ngrouped && (rc = cuflag_group_create(c, &g)) == 0)
+		rc = cuflag_group_slots_acquire(g, ngrouped, gs);
 	if (rc) {
 		fprintf(stderr, "slot-holder: %s\n", strerror(-rc));
 		return 1;
@@ -53,6 +59,10 @@ int main(int argc, char **argv)
 		;
 	for (unsigned i = 0; i < nslots; i++)
 		cuflag_slot_release(s[i]);
+	for (unsigned i = 0; i < ngrouped; i++)
+		cuflag_slot_release(gs[i]);
+	if (cuflag_group_destroy(g) < 0)
+		return 1;
 	cuflag_disconnect(c);
 	return 0;
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """cuflagctl against a real cuflagd: --json output parses and matches what the
-daemon holds (its settings, a client with 5 slots of which 2 are armed), the
-tables name the same things, and the exit codes say what went wrong."""
+daemon holds (its settings, a client with 5 slots of which 2 are armed and 3
+more in a group), the tables name the same things, and the exit codes say what went wrong."""
 import json
 import os
 import subprocess
@@ -36,14 +36,15 @@ def check_holder(sock, holder_pid, epoch):
     c = clients["clients"][0]
     expect(c["pid"] == holder_pid, f"client pid {c['pid']} is the holder's {holder_pid}")
     expect(c["uid"] == os.getuid() and c["gid"] == os.getgid(), "client uid and gid")
-    expect(c["slots"] == 5, "client holds 5 slots")
+    expect(c["slots"] == 8, "client holds 5 slots and 3 in a group")
     expect(c["armed"] == 2 and c["wakes"] == 0, "2 arms, no wakes")
     expect(c["id"] != 0 and "connected_ms" in c, "client id and connection time")
     expect(0 <= c["age_s"] < 60, "client age in seconds")
 
     status = ctl_json(sock, "status")
-    expect(status["clients"] == 1 and status["slots"] == 5 and status["pending"] == 2,
+    expect(status["clients"] == 1 and status["slots"] == 8 and status["pending"] == 2,
            "status counts the client")
+    expect(status["grouped_slots"] == 3, f"of its slots, 3 in a group: {status}")
     expect(status["epoch"] == epoch, "same epoch")
     expect(status["scanner"] in ("spinning", "parked"), "scanner state named")
     expect("armed" not in status, "status is the short view")
@@ -52,7 +53,7 @@ def check_holder(sock, holder_pid, epoch):
     expect(table[0].split() == ["ID", "PID", "UID", "GID", "SLOTS", "ARMED", "WAKES",
                                 "PENDING", "AGE"], "clients table header")
     expect(table[1].split()[1:5] == [str(holder_pid), str(os.getuid()), str(os.getgid()),
-                                     "5"], "clients table row")
+                                     "8"], "clients table row")
     human = ctl("--socket", sock, "status").stdout
     expect("memfd" in human and epoch in human, "status table")
     # The armed slots never complete: the scanner parks with them pending,
@@ -80,7 +81,7 @@ def main():
         with running_daemon(tmp, "--max-clients", "7", "--slots-per-client", "16",
                             "--spin-us", "123") as sock:
             epoch = check_settings(sock)["epoch"]
-            holder = subprocess.Popen([SLOT_HOLDER, sock, "5", "2"], stdin=subprocess.PIPE,
+            holder = subprocess.Popen([SLOT_HOLDER, sock, "5", "2", "3"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True)
             line = holder.stdout.readline().split()
             expect(line == ["ready", str(holder.pid)], f"holder ready: {line}")
