@@ -167,12 +167,13 @@ void client_ident_read(struct client_ident *ci, int sock, pid_t pid)
 	r = read_proc(pid, "cgroup", buf, sizeof(buf));
 	if (r > 0) {
 		/* cgroup v2: the line "0::/path"; v1 hierarchies are not read. */
-		char *p = strncmp(buf, "0::", 3) ? strstr(buf, "\n0::") : buf - 1;
-		if (p) {
-			char *end = strchr(p + 4, '\n');
+		char *line = strstr(buf, "\n0::");
+		char *path = !strncmp(buf, "0::", 3) ? buf + 3 : line ? line + 4 : NULL;
+		if (path) {
+			char *end = strchr(path, '\n');
 			if (end)
 				*end = 0;
-			client_ident_parse_cgroup(ci, p + 4);
+			client_ident_parse_cgroup(ci, path);
 		}
 	}
 	if (!still_alive(pidfd, pid))
