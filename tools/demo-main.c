@@ -110,7 +110,12 @@ int main(int argc, char **argv)
 	}
 	rc = cuflag_connect(o.socket, &c);
 	if (rc) {
-		fprintf(stderr, "cuflag-demo: cannot connect to cuflagd: %s\n", strerror(-rc));
+		/* The socket the library tried, and what to do about it. */
+		const char *path = o.socket ? o.socket : getenv(CUFLAG_SOCKET_ENV);
+		const char *hint = cuflag_connect_hint(rc);
+		fprintf(stderr, "cuflag-demo: cannot connect to cuflagd at %s: %s%s%s\n",
+			path && path[0] ? path : CUFLAG_DEFAULT_SOCKET, strerror(-rc),
+			hint ? ": " : "", hint ? hint : "");
 		return 1;
 	}
 	rc = 77;

@@ -18,6 +18,7 @@ import tempfile
 from opsutil import copies_for_users, ctl, expect, running_daemon
 
 SLOT_HOLDER = os.environ["SLOT_HOLDER"]
+CUFLAG_DEMO = os.environ["CUFLAG_DEMO"]
 # A member and a stranger, and the socket's group: ids no one else on a
 # test machine uses.
 MEMBER, STRANGER, GROUP = 47120, 47122, 47121
@@ -50,7 +51,7 @@ def main():
         sys.exit(77)
     with tempfile.TemporaryDirectory(prefix="cuflag-perms-") as tmp:
         os.chmod(tmp, 0o755)
-        holder, = copies_for_users(tmp, SLOT_HOLDER)
+        holder, demo = copies_for_users(tmp, SLOT_HOLDER, CUFLAG_DEMO)
         run_dir = os.path.join(tmp, "run-cuflagd")  # made by cuflagd
         sock = os.path.join(run_dir, "cuflagd.sock")
         args = ("--socket-group", str(GROUP), "--socket-mode", "0660")
@@ -65,6 +66,9 @@ def main():
                    "join the socket's group" in r.stderr,
                    f"a stranger is refused with a hint: exit {r.returncode}: {r.stderr}")
             print(f"socket-perms: a stranger: {r.stderr.strip()}")
+            r = as_user(STRANGER, [], demo, "--socket", sock, "--device", "sim")
+            expect(r.returncode == 1 and "join the socket's group" in r.stderr,
+                   f"cuflag-demo says so too: exit {r.returncode}: {r.stderr}")
             r = ctl("--socket", run_dir, "status", check=False)
             expect(r.returncode != 0 and "not a socket" in r.stderr,
                    f"the directory is not the socket: {r.stderr}")
