@@ -127,14 +127,18 @@ def run_steps():
 
 
 def inside():
-    """In the private mount namespace: an empty /run, a copy of /etc (with
-    the user the README names), then the steps."""
+    """In the private mount namespace: an empty /run, a copy of /etc as on
+    a machine that never had cuflag (no user or group cuflag, as the
+    packages make) but has the user the README names, then the steps."""
     tmp = tempfile.mkdtemp(prefix="cuflag-start-")
     try:
         subprocess.run(["cp", "-a", "/etc", os.path.join(tmp, "etc")], check=True)
         subprocess.run(["mount", "--bind", os.path.join(tmp, "etc"), "/etc"], check=True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/run"], check=True)
-        subprocess.run(["useradd", "--no-create-home", "alice"], check=True)
+        for undo in (["userdel", "cuflag"], ["groupdel", "cuflag"]):
+            subprocess.run(undo, stderr=subprocess.DEVNULL)  # absent: fine
+        if subprocess.run(["id", "alice"], capture_output=True).returncode != 0:
+            subprocess.run(["useradd", "--no-create-home", "alice"], check=True)
         run_steps()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
