@@ -201,6 +201,33 @@ TEST(errors)
 	cuflag_disconnect(c);
 }
 
+/* In a child of fork() the parent's slot is not armed: -ECHILD, nothing
+ * reserved. */
+TEST(forked)
+{
+	cuflag_client *c;
+	cuflag_slot *s;
+	uint32_t first, t;
+	pid_t pid;
+	int st;
+
+	CHECK_RC(cuflag_connect(d.sock, &c));
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	CHECK_RC(cuflag_slot_arm_many(s, 3, &first));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		_exit(cuflag_slot_arm_many(s, 5, &t) == -ECHILD ? 0 : 1);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK_RC(cuflag_slot_arm(s, &t));
+	CHECK(t == first + 3);
+	sim_store(cuflag_slot_flag(s), t);
+	count_exact(s, 4);
+	expect_quiet(s);
+	cuflag_slot_release(s);
+	cuflag_disconnect(c);
+}
+
 /* 64 slots of one group, each armed for many values stored one by one by its
  * own writer: exact per slot through the group's fd. */
 TEST(group)

@@ -16,6 +16,7 @@
  *             ack: at each eventfd wake the whole payload is visible (20 000
  *             round trips)
  *   advance   128 blocks x 256 threads each advance once, 10 rounds: exact
+ *             (and no device address without a current context: -EINVAL)
  *   group     64 slots of one group, one block each, 20 000 values each:
  *             exact per slot through the group's fd
  *   restart   the daemon is SIGKILLed and restarted while a kernel signals
@@ -307,6 +308,11 @@ static int advance_child(void)
 	if (rc)
 		return rc;
 	data = hostmem(PER * sizeof(uint32_t), &ddata);
+	/* With no context current in the thread there is no address to give. */
+	CU(cu.cuCtxSetCurrent(NULL));
+	CUdeviceptr none = 0;
+	CHECK(cuflag_cuda_slot_devptr(s, &none) == -EINVAL && none == 0);
+	CU(cu.cuCtxSetCurrent(o.x.g.ctx));
 	for (int r = 0; r < ROUNDS; r++) {
 		uint64_t got = 0, v;
 		struct pollfd p = { .fd = cuflag_slot_fd(s), .events = POLLIN };
