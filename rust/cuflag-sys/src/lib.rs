@@ -72,7 +72,7 @@ extern "C" {
     pub fn cuflag_reconnect(c: *mut cuflag_client) -> c_int;
     pub fn cuflag_client_set_resume_timeout(c: *mut cuflag_client, timeout_ms: c_int) -> c_int;
     pub fn cuflag_group_create(c: *mut cuflag_client, out: *mut *mut cuflag_group) -> c_int;
-    pub fn cuflag_group_destroy(g: *mut cuflag_group);
+    pub fn cuflag_group_destroy(g: *mut cuflag_group) -> c_int;
     pub fn cuflag_group_fd(g: *const cuflag_group) -> c_int;
     pub fn cuflag_group_slot_acquire(g: *mut cuflag_group, out: *mut *mut cuflag_slot) -> c_int;
     pub fn cuflag_group_slots_acquire(
@@ -85,6 +85,9 @@ extern "C" {
         out: *mut cuflag_completion,
         max: c_uint,
     ) -> c_int;
+    pub fn cuflag_client_dispatch_fd(c: *mut cuflag_client) -> c_int;
+    pub fn cuflag_client_dispatch(c: *mut cuflag_client) -> c_int;
+    pub fn cuflag_client_dispatch_timeout(c: *mut cuflag_client, timeout_ms: *mut c_int) -> c_int;
     pub fn cuflag_client_epoch(c: *const cuflag_client) -> u64;
     /// Not an errno: a static NUL-terminated "MAJOR.MINOR.PATCH".
     pub fn cuflag_version() -> *const c_char;

@@ -131,17 +131,21 @@ async fn request(way: Way, g: &Arc<Gpu>, c: &cuflag::Client, s: usize, kernel_ns
     t0.elapsed()
 }
 
-fn run_cell(
-    rt: &tokio::runtime::Runtime,
-    way: Way,
-    n: usize,
-    g: &Arc<Gpu>,
-    c: &cuflag::Client,
-    streams: &[usize],
+/// What every cell of the table runs on.
+struct Server {
+    rt: tokio::runtime::Runtime,
+    gpu: Arc<Gpu>,
+    client: cuflag::Client,
+    streams: Vec<usize>,
     kernel_ns: u64,
     window: Duration,
-    daemon_pid: &str,
-) -> Cell {
+    daemon_pid: String,
+}
+
+/// N requests in flight awaited one way: a warm-up, then the measure.
+fn run_cell(srv: &Server, way: Way, n: usize) -> Cell {
+    let (rt, g, c, kernel_ns) = (&srv.rt, &srv.gpu, &srv.client, srv.kernel_ns);
+    let (streams, window, daemon_pid) = (&srv.streams, srv.window, srv.daemon_pid.as_str());
     let go = |window: Duration| {
         rt.block_on(async {
             let end = Instant::now() + window;
@@ -200,7 +204,6 @@ fn main() {
     };
     let d = daemon::Daemon::start(&[]);
     let c = cuflag::Client::connect(Some(&d.socket)).expect("connect");
-    let daemon_pid = d.pid().to_string();
     let rt = {
         let g = g.clone();
         tokio::runtime::Builder::new_multi_thread()
@@ -212,7 +215,15 @@ fn main() {
     };
     let most = *o.inflight.iter().max().unwrap();
     let streams: Vec<usize> = (0..most).map(|_| g.stream() as usize).collect();
-    let window = Duration::from_secs_f64(o.seconds);
+    let srv = Server {
+        rt,
+        gpu: g.clone(),
+        client: c,
+        streams,
+        kernel_ns: o.kernel_ns,
+        window: Duration::from_secs_f64(o.seconds),
+        daemon_pid: d.pid().to_string(),
+    };
     println!(
         "GPU: {}; kernel {} us; {} s per cell; tokio multi-thread, {} workers; cuflag {}",
         g.name,
@@ -229,17 +240,7 @@ fn main() {
     for &n in &o.inflight {
         let mut cells = Vec::new();
         for &(way, name) in &WAYS {
-            let cell = run_cell(
-                &rt,
-                way,
-                n,
-                &g,
-                &c,
-                &streams,
-                o.kernel_ns,
-                window,
-                &daemon_pid,
-            );
+            let cell = run_cell(&srv, way, n);
             println!(
                 "{:<15} {:>8} {:>10.0} {:>9.1} {:>9.1} {:>11.2} {:>11.2} {:>11.2}",
                 name,
@@ -281,7 +282,8 @@ fn main() {
             mark(p50 <= 1.2)
         );
     }
-    drop(c);
+    let streams = srv.streams.clone();
+    drop(srv);
     for s in streams {
         g.destroy(s as cuflag::CUstream);
     }

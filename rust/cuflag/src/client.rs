@@ -17,10 +17,10 @@ use crate::{errno, sys};
 /// the last of the `Client` clones, slots and groups to go disconnects.
 pub(crate) struct Inner {
     pub(crate) ptr: NonNull<sys::cuflag_client>,
-    /// Resume attempts made for the event loops (the library makes its own
-    /// for blocking calls).
+    /// The library's dispatcher fd, registered with the runtime at the
+    /// first await (the library's resumes and looks while no daemon runs).
     #[cfg(feature = "tokio")]
-    pub(crate) resumer: crate::watch::Resumer,
+    pub(crate) dispatch: crate::watch::Watch,
 }
 
 // libcuflag-client lets any thread call any function on one client at once,
@@ -31,6 +31,9 @@ unsafe impl Sync for Inner {}
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // Out of the reactor before the library closes the fd.
+        #[cfg(feature = "tokio")]
+        self.dispatch.close();
         unsafe { sys::cuflag_disconnect(self.ptr.as_ptr()) }
     }
 }
@@ -90,7 +93,7 @@ impl Client {
         Ok(Client::from_inner(Arc::new(Inner {
             ptr,
             #[cfg(feature = "tokio")]
-            resumer: crate::watch::Resumer::new(),
+            dispatch: crate::watch::Watch::new(),
         })))
     }
 
@@ -179,8 +182,6 @@ impl Client {
             unsafe { sys::cuflag_client_set_resume_timeout(self.inner.raw(), ms) },
             "cuflag_client_set_resume_timeout",
         )?;
-        #[cfg(feature = "tokio")]
-        self.inner.resumer.set_timeout(timeout);
         Ok(())
     }
 }

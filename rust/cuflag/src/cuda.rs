@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 #[cfg(feature = "tokio")]
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,8 +36,12 @@ impl Slot {
     /// `ENOSYS` (a library built without CUDA), `EIO` (the driver refused
     /// the store, or the context faulted), `ECHILD`, or an error of
     /// [`arm`](Slot::arm).
+    // The handle goes to the driver, which checks it (as every CUDA crate's
+    // safe stream calls do): a stream of this process, or null.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn signal(&self, stream: CUstream) -> Result<u32> {
         let mut target = 0u32;
+        self.cuda.store(true, Ordering::Relaxed);
         check(
             unsafe { sys::cuflag_cuda_signal(self.raw(), stream, &mut target) },
             "cuflag_cuda_signal",
@@ -47,8 +52,10 @@ impl Slot {
     /// After a launch, on `stream`, of a graph into which
     /// [`signal`](Slot::signal) was captured: arm the value that launch
     /// completes, once per launch in launch order. Errors as `signal`.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn launched(&self, stream: CUstream) -> Result<u32> {
         let mut target = 0u32;
+        self.cuda.store(true, Ordering::Relaxed);
         check(
             unsafe { sys::cuflag_cuda_launched(self.raw(), stream, &mut target) },
             "cuflag_cuda_launched",

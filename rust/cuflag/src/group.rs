@@ -40,6 +40,10 @@ impl GroupInner {
         self.ptr.as_ptr()
     }
 
+    pub(crate) fn fd(&self) -> RawFd {
+        unsafe { sys::cuflag_group_fd(self.raw()) }
+    }
+
     pub(crate) fn release(&self, slot: *mut sys::cuflag_slot) {
         let _held = self.records.lock().unwrap_or_else(|e| e.into_inner());
         unsafe { sys::cuflag_slot_release(slot) }
@@ -76,7 +80,9 @@ impl Drop for GroupInner {
     fn drop(&mut self) {
         #[cfg(feature = "tokio")]
         self.watch.close();
-        unsafe { sys::cuflag_group_destroy(self.raw()) }
+        // Its slots hold the group: none is left (no EBUSY).
+        let rc = unsafe { sys::cuflag_group_destroy(self.raw()) };
+        debug_assert_eq!(rc, 0, "cuflag_group_destroy");
     }
 }
 
@@ -102,15 +108,13 @@ impl Group {
             "cuflag_group_create",
         )?;
         let ptr = NonNull::new(out).expect("cuflag_group_create succeeded without a group");
-        #[cfg(feature = "tokio")]
-        let fd = unsafe { sys::cuflag_group_fd(ptr.as_ptr()) };
         Ok(Group {
             inner: Arc::new(GroupInner {
                 ptr,
                 client: client.clone(),
                 records: Mutex::new(()),
                 #[cfg(feature = "tokio")]
-                watch: crate::watch::Watch::new(fd),
+                watch: crate::watch::Watch::new(),
             }),
         })
     }
@@ -148,7 +152,7 @@ impl Group {
     /// The group's eventfd: readable while records wait. Poll it, then
     /// [`drain`](Group::drain); never read or close it.
     pub fn fd(&self) -> RawFd {
-        unsafe { sys::cuflag_group_fd(self.inner.raw()) }
+        self.inner.fd()
     }
 
     #[cfg(feature = "tokio")]

@@ -34,6 +34,13 @@
 //! # }
 //! ```
 //!
+//! A future that a per-process reactor completed (cuda-async's
+//! `DeviceFuture`: a flag write into the process's own pinned slab, watched
+//! by its own scanner thread) becomes `slot.signal(stream)` and
+//! `slot.wait_async(target)`: the same flag write, into memory cuflagd
+//! shares, watched by the node's one scanner; the process keeps no scanner
+//! thread and no slab (the crate's README maps the pieces one to one).
+//!
 //! Features: `tokio` (default) adds the futures; `cuda` adds
 //! `Slot::signal(stream)`, `Client::synchronize(stream, timeout)` and
 //! `Client::synchronize_async(stream)` on raw `CUstream` handles.

@@ -4,7 +4,7 @@
 use std::os::raw::{c_int, c_uint};
 use std::os::unix::io::RawFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,9 @@ pub struct Slot {
     id: u32,
     flag: NonNull<AtomicU32>,
     owner: Owner,
+    /// Signalled from CUDA: its awaits let the library probe the stream.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) cuda: AtomicBool,
     /// The readiness of the slot's own eventfd in a tokio runtime, made at
     /// the first await (a group slot's awaits use the group's).
     #[cfg(feature = "tokio")]
@@ -61,18 +64,14 @@ impl Slot {
         let id = sys::cuflag_slot_id(ptr.as_ptr()) as u32;
         let flag = NonNull::new(sys::cuflag_slot_flag(ptr.as_ptr()) as *mut AtomicU32)
             .expect("a slot without a flag");
-        #[cfg(feature = "tokio")]
-        let watch = match &owner {
-            Owner::Client(_) => crate::watch::Watch::new(sys::cuflag_slot_fd(ptr.as_ptr())),
-            Owner::Group(_) => crate::watch::Watch::new(-1),
-        };
         Slot {
             ptr,
             id,
             flag,
             owner,
+            cuda: AtomicBool::new(false),
             #[cfg(feature = "tokio")]
-            watch,
+            watch: crate::watch::Watch::new(),
         }
     }
 
@@ -145,7 +144,10 @@ impl Slot {
 
     /// Reserve the slot's next timeline value and arm it; returns the value
     /// to store when the work is done. No system call while the daemon's
-    /// scanner is awake. Errors: `ENOTCONN` (the arm queue was full and no
+    /// scanner is awake. While no daemon runs and the arm queue is full it
+    /// blocks until one is back (up to the resume timeout): a task arming
+    /// that fast through restarts calls it in `block_in_place`.
+    /// Errors: `ENOTCONN` (the arm queue was full and no
     /// daemon came back within the resume timeout), `ESTALE`, `ECHILD`.
     pub fn arm(&self) -> Result<u32> {
         let mut target = 0u32;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 //! Awaiting slots and groups in tokio: an eventfd's readiness through
-//! `AsyncFd`, and what carries an await across a daemon restart.
+//! `AsyncFd`, and the library's dispatch call for everything else.
 //!
 //! The readiness follows `AsyncFd`'s documentation: the condition (a flag
 //! reached, a count taken) is checked, and readiness cleared only after a
@@ -9,40 +9,32 @@
 //! by a readiness that another await cleared meanwhile still gets its turn
 //! to check. Several awaits of one slot share one registration.
 //!
-//! While cuflagd is away nothing signals the eventfds. An await that has
-//! heard nothing for [`TICK`] looks whether the daemon hung up; if it did,
-//! it looks at the flag itself after each of growing sleeps (as the
-//! library's blocking wait does), and the client is resumed from a blocking
-//! thread (one attempt at a time, [`RESUME_SPACING`] apart), since a resume
-//! can block on a daemon that accepted and has not answered yet. The tick
-//! also probes the slot's stream for a device fault, as the blocking wait
-//! does every 100 ms.
+//! What the daemon's absence needs (noticing the hang-up, resuming, looking
+//! at the flags and ringing the eventfds of slots that moved meanwhile,
+//! probing CUDA streams for a device fault) is the library's: every await
+//! also watches the fd of `cuflag_client_dispatch_fd()` and sleeps for the
+//! timeout of `cuflag_client_dispatch_timeout()`, and calls
+//! `cuflag_client_dispatch()` when either says so (libwayland's
+//! prepare_read / dispatch is the model). While a daemon serves and no CUDA
+//! work is awaited, that costs nothing: no timer, no system call.
 
 use std::os::unix::io::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 use crate::client::Inner;
-use crate::error::{Error, Result};
+use crate::error::{check, Error, Result};
 use crate::slot::Slot;
 use crate::{errno, sys};
 
-/// How long an await goes without a signal before it looks for a hang-up
-/// and a device fault.
-const TICK: Duration = Duration::from_millis(100);
-/// Without the daemon, the flag is looked at after sleeps growing from the
-/// first to the cap.
-const GONE_SLEEP_FIRST: Duration = Duration::from_micros(50);
-const GONE_SLEEP_MAX: Duration = Duration::from_millis(2);
-/// One resume attempt per this long while the daemon is gone.
-const RESUME_SPACING: Duration = Duration::from_millis(25);
-/// The resume timeout the library starts with (CUFLAG_RESUME_TIMEOUT_MS).
-const DEFAULT_RESUME_TIMEOUT: Duration =
-    Duration::from_millis(sys::CUFLAG_RESUME_TIMEOUT_MS as u64);
+/// An await on a slot signalled from CUDA lets the library look at its
+/// stream this soon at the latest (the library then names its own probe
+/// timeouts): a device fault stops the flag, and only a probe sees it.
+const CUDA_FIRST_DISPATCH: Duration = Duration::from_millis(100);
 
 /// An fd the library owns, as `AsyncFd` takes it: never closed here.
 struct Borrowed(RawFd);
@@ -53,23 +45,23 @@ impl AsRawFd for Borrowed {
     }
 }
 
-/// The registration of one eventfd with a runtime's reactor, made at the
-/// first await and shared by every await after it.
+type Registration = Arc<AsyncFd<Borrowed>>;
+
+/// The registration of one of the library's fds with a runtime's reactor,
+/// made at the first await and shared by every await after it.
 pub(crate) struct Watch {
-    fd: RawFd,
-    reg: Mutex<Option<Arc<AsyncFd<Borrowed>>>>,
+    reg: Mutex<Option<Registration>>,
 }
 
 impl Watch {
-    /// `fd` < 0: no eventfd of its own (a slot of a group).
-    pub(crate) fn new(fd: RawFd) -> Watch {
+    pub(crate) fn new() -> Watch {
         Watch {
-            fd,
             reg: Mutex::new(None),
         }
     }
 
-    fn get(&self) -> Result<Arc<AsyncFd<Borrowed>>> {
+    /// The registration; `fd()` names the fd at the first call.
+    fn get(&self, fd: impl FnOnce() -> Result<RawFd>) -> Result<Registration> {
         let mut reg = self.reg.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = reg.as_ref() {
             return Ok(r.clone());
@@ -77,7 +69,7 @@ impl Watch {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(Error::new(errno::EINVAL, "await outside a tokio runtime"));
         }
-        let r = AsyncFd::with_interest(Borrowed(self.fd), Interest::READABLE)
+        let r = AsyncFd::with_interest(Borrowed(fd()?), Interest::READABLE)
             .map(Arc::new)
             .map_err(|e| Error::new(e.raw_os_error().unwrap_or(errno::EIO), "AsyncFd::new"))?;
         *reg = Some(r.clone());
@@ -86,7 +78,7 @@ impl Watch {
 
     /// Forget `old`, whose runtime has shut down: the next await registers
     /// with its own.
-    fn reset(&self, old: &Arc<AsyncFd<Borrowed>>) {
+    fn reset(&self, old: &Registration) {
         let mut reg = self.reg.lock().unwrap_or_else(|e| e.into_inner());
         if reg.as_ref().map_or(false, |r| Arc::ptr_eq(r, old)) {
             *reg = None;
@@ -100,182 +92,142 @@ impl Watch {
     }
 }
 
-/// Resume attempts for a client's awaits while its daemon is gone.
-pub(crate) struct Resumer {
-    busy: AtomicBool,
-    last: Mutex<Option<Instant>>,
-    /// The errno of the last attempt, when only another daemon will mend
-    /// it (ESTALE, EOPNOTSUPP, EPROTONOSUPPORT); 0 otherwise.
-    fatal: AtomicI32,
-    timeout: Mutex<Option<Duration>>,
-}
-
-impl Resumer {
-    pub(crate) fn new() -> Resumer {
-        Resumer {
-            busy: AtomicBool::new(false),
-            last: Mutex::new(None),
-            fatal: AtomicI32::new(0),
-            timeout: Mutex::new(Some(DEFAULT_RESUME_TIMEOUT)),
-        }
-    }
-
-    pub(crate) fn set_timeout(&self, timeout: Option<Duration>) {
-        *self.timeout.lock().unwrap_or_else(|e| e.into_inner()) = timeout;
-    }
-
-    fn timeout(&self) -> Option<Duration> {
-        *self.timeout.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Start an attempt in a blocking thread, unless one runs or the last
-    /// began less than RESUME_SPACING ago.
-    fn kick(client: &Arc<Inner>) {
-        let r = &client.resumer;
-        if r.busy.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        {
-            let mut last = r.last.lock().unwrap_or_else(|e| e.into_inner());
-            if last.map_or(false, |t| t.elapsed() < RESUME_SPACING) {
-                r.busy.store(false, Ordering::Release);
-                return;
-            }
-            *last = Some(Instant::now());
-        }
-        let c = client.clone();
-        tokio::task::spawn_blocking(move || {
-            let rc = unsafe { sys::cuflag_reconnect(c.raw()) };
-            let fatal = [errno::ESTALE, errno::EOPNOTSUPP, errno::EPROTONOSUPPORT];
-            let e = if fatal.contains(&-rc) { -rc } else { 0 };
-            c.resumer.fatal.store(e, Ordering::Release);
-            c.resumer.busy.store(false, Ordering::Release);
-        });
-    }
-}
-
 /// What an await waits for.
 pub(crate) enum Until<'a> {
-    /// A value landing on a slot: checked from the flag, which needs no
-    /// daemon; not bounded by the resume timeout.
+    /// A value landing on a slot: the flag says, with or without a daemon.
     Landed(&'a Slot),
-    /// A count to hand out: taken only while the daemon is there (the
-    /// library may try to resume from a count that finds none, and that
-    /// must not block the runtime); bounded by the resume timeout.
+    /// A count to hand out (of a slot, or of a group): it ends with the
+    /// dispatcher's error once no daemon will come back (ENOTCONN past the
+    /// resume timeout, ESTALE, EPROTONOSUPPORT, EOPNOTSUPP).
     Count(Option<&'a Slot>),
 }
 
-/// Await `check()` returning Some, watching `watch`'s eventfd.
+/// One step of the library's dispatcher; its error when no daemon serves
+/// and none will (a resume under way is not an error).
+fn dispatch(client: &Inner) -> Result<()> {
+    match unsafe { sys::cuflag_client_dispatch(client.raw()) } {
+        0 => Ok(()),
+        rc if rc == -errno::EAGAIN => Ok(()),
+        rc => Err(Error::new(-rc, "cuflag_client_dispatch")),
+    }
+}
+
+/// The dispatcher's fd, registered (made by the library on first need).
+fn dispatch_registration(client: &Inner) -> Result<Registration> {
+    client.dispatch.get(|| {
+        check(
+            unsafe { sys::cuflag_client_dispatch_fd(client.raw()) },
+            "cuflag_client_dispatch_fd",
+        )
+    })
+}
+
+/// How long to wait before the next dispatch (None: only at the fd's
+/// readiness).
+fn dispatch_timeout(client: &Inner, cuda: bool) -> Result<Option<Duration>> {
+    let mut ms = -1;
+    check(
+        unsafe { sys::cuflag_client_dispatch_timeout(client.raw(), &mut ms) },
+        "cuflag_client_dispatch_timeout",
+    )?;
+    Ok(match ms {
+        ms if ms >= 0 => Some(Duration::from_millis(ms as u64)),
+        _ if cuda => Some(CUDA_FIRST_DISPATCH),
+        _ => None,
+    })
+}
+
+/// Await `check()` returning Some, watching `watch`'s eventfd (`fd()`).
 pub(crate) async fn until<T, F>(
-    client: &Arc<Inner>,
+    client: &Inner,
     watch: &Watch,
+    fd: impl Fn() -> Result<RawFd>,
     what: Until<'_>,
     mut check: F,
 ) -> Result<T>
 where
     F: FnMut() -> Result<Option<T>>,
 {
-    let (counts, probe) = match what {
+    let (counts, slot) = match what {
         Until::Landed(s) => (false, Some(s)),
         Until::Count(s) => (true, s),
     };
-    let mut gone_since: Option<Instant> = None;
-    let mut delay = GONE_SLEEP_FIRST;
+    // Made before the first check: once it exists, a consume or drain
+    // that finds the daemon gone never waits for a resume attempt.
+    let mut disp = dispatch_registration(client)?;
     // Whether to check before waiting: not right after a check that
     // cleared the readiness (the next readiness is checked anyway).
     let mut look = true;
     loop {
-        if look && (gone_since.is_none() || !counts) {
+        if look {
             if let Some(v) = check()? {
                 return Ok(v);
             }
         }
         look = true;
-        if let Some(since) = gone_since {
-            if !client.daemon_gone() {
-                gone_since = None;
-                delay = GONE_SLEEP_FIRST;
-                continue;
+        let own = watch.get(&fd)?;
+        let cuda = slot.map_or(false, |s| s.cuda.load(Ordering::Relaxed));
+        let sleep = dispatch_timeout(client, cuda)?;
+        tokio::select! {
+            r = own.readable() => match r {
+                Ok(mut guard) => {
+                    if let Some(v) = check()? {
+                        return Ok(v);
+                    }
+                    guard.clear_ready();
+                    look = false;
+                }
+                // Its runtime has shut down: register again in ours.
+                Err(_) => watch.reset(&own),
+            },
+            r = disp.readable() => match r {
+                Ok(mut guard) => {
+                    let stepped = dispatch(client);
+                    guard.clear_ready();
+                    if counts {
+                        stepped?;
+                    }
+                }
+                Err(_) => {
+                    client.dispatch.reset(&disp);
+                    disp = dispatch_registration(client)?;
+                }
+            },
+            _ = tokio::time::sleep(sleep.unwrap_or_default()), if sleep.is_some() => {
+                let stepped = dispatch(client);
+                if counts {
+                    stepped?;
+                }
             }
-            if counts {
-                give_up(client, since)?;
-            }
-            Resumer::kick(client);
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(GONE_SLEEP_MAX);
-            continue;
         }
-        let reg = watch.get()?;
-        match tokio::time::timeout(TICK, reg.readable()).await {
-            Ok(Ok(mut guard)) => {
-                if let Some(v) = check()? {
-                    return Ok(v);
-                }
-                guard.clear_ready();
-                look = false;
-            }
-            // The registration's runtime has shut down.
-            Ok(Err(_)) => watch.reset(&reg),
-            Err(_) => {
-                if let Some(s) = probe {
-                    fault(s)?;
-                }
-                if client.daemon_gone() {
-                    gone_since = Some(Instant::now());
-                }
-            }
-        }
     }
-}
-
-/// A count's await while the daemon is gone: past the resume timeout, or
-/// once the daemon that came back refused the client, there is no point.
-fn give_up(client: &Arc<Inner>, since: Instant) -> Result<()> {
-    let fatal = client.resumer.fatal.load(Ordering::Acquire);
-    if fatal != 0 {
-        return Err(Error::new(fatal, "cuflag_reconnect"));
-    }
-    match client.resumer.timeout() {
-        Some(t) if since.elapsed() >= t => Err(Error::new(
-            errno::ENOTCONN,
-            "cuflagd went away and did not come back",
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The slot's last stream, checked for a device fault: its flag will not
-/// move again.
-fn fault(s: &Slot) -> Result<()> {
-    let rc = unsafe { sys::cuflag_cuda_check(s.raw()) };
-    if rc == -errno::EIO {
-        return Err(Error::new(errno::EIO, "cuflag_cuda_check"));
-    }
-    Ok(())
 }
 
 impl Slot {
-    /// The watch that signals this slot: its own, or its group's.
-    fn signalled_by(&self) -> &Watch {
-        match self.group() {
+    /// The watch that signals this slot and its fd: its own, or its group's.
+    fn signalled_by(&self) -> (&Watch, impl Fn() -> Result<RawFd> + '_) {
+        let g = self.group();
+        let watch = match g {
             Some(g) => &g.watch,
             None => &self.watch,
-        }
+        };
+        (watch, move || match g {
+            Some(g) => Ok(g.fd()),
+            None => self.fd(),
+        })
     }
 
     /// Wait in the running tokio runtime until the flag reaches `target`;
     /// errors as [`wait`](Slot::wait) (bound it with
     /// `tokio::time::timeout`). Checks the flag first: no system call and
     /// no registration when the value has landed. It goes on across daemon
-    /// restarts (looking at the flag while no daemon signals) and leaves
-    /// the counts to `consume`. The future is `Send`.
+    /// restarts (the library looks at the flags while no daemon signals)
+    /// and leaves the counts to `consume`. The future is `Send`.
     pub async fn wait_async(&self, target: u32) -> Result<()> {
-        until(
-            self.client(),
-            self.signalled_by(),
-            Until::Landed(self),
-            || self.landed(target),
-        )
+        let (watch, fd) = self.signalled_by();
+        until(self.client(), watch, fd, Until::Landed(self), || {
+            self.landed(target)
+        })
         .await
     }
 
@@ -283,15 +235,14 @@ impl Slot {
     /// return how many landed since the last count (as
     /// [`consume`](Slot::consume), never 0). It goes on across daemon
     /// restarts; `ENOTCONN` if none comes back within the client's resume
-    /// timeout, `ESTALE`/`EOPNOTSUPP` if the one that came back refused
-    /// the client (nothing is lost: a later count takes what lands).
+    /// timeout, `ESTALE`/`EOPNOTSUPP`/`EPROTONOSUPPORT` if the one that
+    /// came back cannot take the client (nothing is lost: a later count
+    /// takes what lands).
     pub async fn completions(&self) -> Result<u64> {
-        until(
-            self.client(),
-            self.signalled_by(),
-            Until::Count(Some(self)),
-            || self.consume().map(|n| if n > 0 { Some(n) } else { None }),
-        )
+        let (watch, fd) = self.signalled_by();
+        until(self.client(), watch, fd, Until::Count(Some(self)), || {
+            self.consume().map(|n| if n > 0 { Some(n) } else { None })
+        })
         .await
     }
 }
@@ -302,9 +253,13 @@ impl crate::Group {
     /// empty). Across daemon restarts as [`Slot::completions`].
     pub async fn drain_async(&self) -> Result<Vec<(u32, u64)>> {
         let g = self.inner();
-        until(&g.client, &g.watch, Until::Count(None), || {
-            g.drain().map(|v| if v.is_empty() { None } else { Some(v) })
-        })
+        until(
+            &g.client,
+            &g.watch,
+            || Ok(g.fd()),
+            Until::Count(None),
+            || g.drain().map(|v| if v.is_empty() { None } else { Some(v) }),
+        )
         .await
     }
 }

@@ -37,10 +37,15 @@ async fn run_slot(s: Arc<Slot>, dev: mpsc::Sender<(Arc<Slot>, u32)>, load: Arc<L
         let t = s.arm().unwrap();
         armed += 1;
         dev.send((s.clone(), t)).unwrap();
-        tokio::time::timeout(LONG, s.wait_async(t))
-            .await
-            .expect("landed")
-            .unwrap();
+        if tokio::time::timeout(LONG, s.wait_async(t)).await.is_err() {
+            panic!(
+                "slot {} never saw {} land (flag {}, {} counted)",
+                s.id(),
+                t,
+                s.flag(),
+                counted
+            );
+        }
         if count {
             counted += s.consume().unwrap();
         }
@@ -138,7 +143,13 @@ fn restarts_under_load_count_every_completion_once() {
         // daemon, whose signals count.
         let deadline = Instant::now() + LONG;
         while c.epoch() == *epochs.last().unwrap() || progress() <= before {
-            assert!(Instant::now() < deadline, "no progress after the restart");
+            assert!(
+                Instant::now() < deadline,
+                "no progress after the restart: gone {}, epoch {:x}, drained {}",
+                c.daemon_gone(),
+                c.epoch(),
+                progress()
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         epochs.push(c.epoch());
