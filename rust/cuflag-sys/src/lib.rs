@@ -41,12 +41,17 @@ pub struct cuflag_completion {
 /// default stream.
 pub type CUstream = *mut c_void;
 
+/// The Driver API's `CUdeviceptr`.
+pub type CUdeviceptr = u64;
+
 /// How long a call that needs the daemon waits for it after a restart, by
 /// default (`cuflag_client_set_resume_timeout()`).
 pub const CUFLAG_RESUME_TIMEOUT_MS: c_int = 30000;
 
 extern "C" {
     pub fn cuflag_connect(socket_path: *const c_char, out: *mut *mut cuflag_client) -> c_int;
+    /// Not an errno: a static sentence, or null.
+    pub fn cuflag_connect_hint(err: c_int) -> *const c_char;
     pub fn cuflag_disconnect(c: *mut cuflag_client);
     pub fn cuflag_slot_acquire(c: *mut cuflag_client, out: *mut *mut cuflag_slot) -> c_int;
     pub fn cuflag_slots_acquire(
@@ -58,7 +63,11 @@ extern "C" {
     pub fn cuflag_slot_fd(s: *const cuflag_slot) -> c_int;
     pub fn cuflag_slot_flag(s: *const cuflag_slot) -> *mut u32;
     pub fn cuflag_slot_id(s: *const cuflag_slot) -> c_int;
+    pub fn cuflag_slot_complete(s: *mut cuflag_slot, value: u32) -> c_int;
+    pub fn cuflag_slot_set_data(s: *mut cuflag_slot, data: *mut c_void) -> c_int;
+    pub fn cuflag_slot_data(s: *const cuflag_slot) -> *mut c_void;
     pub fn cuflag_slot_arm(s: *mut cuflag_slot, target: *mut u32) -> c_int;
+    pub fn cuflag_slot_arm_many(s: *mut cuflag_slot, n: c_uint, first: *mut u32) -> c_int;
     pub fn cuflag_slot_wait(s: *mut cuflag_slot, target: u32, timeout_ms: c_int) -> c_int;
     pub fn cuflag_slot_wait_spin(
         s: *mut cuflag_slot,
@@ -94,6 +103,7 @@ extern "C" {
 
     pub fn cuflag_cuda_signal(s: *mut cuflag_slot, stream: CUstream, target: *mut u32) -> c_int;
     pub fn cuflag_cuda_launched(s: *mut cuflag_slot, stream: CUstream, target: *mut u32) -> c_int;
+    pub fn cuflag_cuda_slot_devptr(s: *mut cuflag_slot, out: *mut CUdeviceptr) -> c_int;
     /// 1 (capturing), 0 (not), or a negative errno.
     pub fn cuflag_cuda_capturing(stream: CUstream) -> c_int;
     pub fn cuflag_cuda_check(s: *mut cuflag_slot) -> c_int;

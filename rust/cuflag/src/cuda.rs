@@ -63,6 +63,21 @@ impl Slot {
         Ok(target)
     }
 
+    /// The flag's device address, for a kernel that completes the slot
+    /// itself (`cuflag_device_signal()` of `cuflag/cuflag_device.h`, after
+    /// [`arm`](Slot::arm) or [`arm_many`](Slot::arm_many)); registers the
+    /// client's pages in the current context on first use. Errors:
+    /// `ENODEV` (no driver or no current context), `ENOSYS`, `ECHILD`.
+    pub fn device_ptr(&self) -> Result<u64> {
+        let mut p: sys::CUdeviceptr = 0;
+        check(
+            unsafe { sys::cuflag_cuda_slot_devptr(self.raw(), &mut p) },
+            "cuflag_cuda_slot_devptr",
+        )?;
+        self.cuda.store(true, Ordering::Relaxed);
+        Ok(p)
+    }
+
     /// Whether a device fault stopped the work of the slot's last stream
     /// (`EIO`: the flag will not advance). Waits check this themselves.
     pub fn check_fault(&self) -> Result<()> {

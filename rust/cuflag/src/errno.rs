@@ -12,6 +12,7 @@ pub const ENODEV: i32 = 19;
 pub const EINVAL: i32 = 22;
 pub const ENOSPC: i32 = 28;
 pub const ENOSYS: i32 = 38;
+pub const EOVERFLOW: i32 = 75;
 pub const EPROTONOSUPPORT: i32 = 93;
 pub const EOPNOTSUPP: i32 = 95;
 pub const ENOTCONN: i32 = 107;

@@ -38,6 +38,20 @@ impl Error {
         io::Error::from_raw_os_error(self.errno).kind()
     }
 
+    /// For an error of [`Client::connect`](crate::Client::connect), what to
+    /// do about it (join the socket's group, start cuflagd or set
+    /// `CUFLAG_SOCKET`, ...), as the library words it; else None.
+    pub fn hint(&self) -> Option<&'static str> {
+        if self.call != "cuflag_connect" {
+            return None;
+        }
+        let p = unsafe { crate::sys::cuflag_connect_hint(-self.errno) };
+        if p.is_null() {
+            return None;
+        }
+        unsafe { std::ffi::CStr::from_ptr(p) }.to_str().ok()
+    }
+
     /// Whether a wait ran out of time (`ETIMEDOUT`).
     pub fn is_timeout(&self) -> bool {
         self.errno == crate::errno::ETIMEDOUT
@@ -62,7 +76,11 @@ impl fmt::Display for Error {
             "{}: {}",
             self.call,
             io::Error::from_raw_os_error(self.errno)
-        )
+        )?;
+        match self.hint() {
+            Some(h) => write!(f, " ({})", h),
+            None => Ok(()),
+        }
     }
 }
 

@@ -158,6 +158,30 @@ impl Slot {
         Ok(target)
     }
 
+    /// Reserve the slot's next `n` values and arm them with one entry;
+    /// returns the first (the last is `first + n - 1`, wrapping). A writer
+    /// may store each, only the last, or run ahead: the daemon counts up to
+    /// what was armed. Errors: `EINVAL` (`n` 0 or above 2^30), `EOVERFLOW`
+    /// (2^31 values would be outstanding), or those of [`arm`](Slot::arm).
+    pub fn arm_many(&self, n: u32) -> Result<u32> {
+        let mut first = 0u32;
+        check(
+            unsafe { sys::cuflag_slot_arm_many(self.raw(), n as c_uint, &mut first) },
+            "cuflag_slot_arm_many",
+        )?;
+        Ok(first)
+    }
+
+    /// [`store`](Slot::store), checked by the library: `EINVAL` when
+    /// `value` was never reserved on this slot.
+    pub fn complete(&self, value: u32) -> Result<()> {
+        check(
+            unsafe { sys::cuflag_slot_complete(self.raw(), value) },
+            "cuflag_slot_complete",
+        )?;
+        Ok(())
+    }
+
     /// Store `value` into the flag with release order, as a device does
     /// when its work is done: the completer of tests and of CPU work.
     pub fn store(&self, value: u32) {

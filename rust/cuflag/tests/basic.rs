@@ -132,6 +132,11 @@ fn a_missing_socket_is_enoent() {
     assert_eq!(e.errno(), errno::ENOENT, "{}", e);
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
     assert!(e.to_string().contains("cuflag_connect"), "{}", e);
+    assert!(
+        e.hint().is_some(),
+        "the library says what to do about ENOENT"
+    );
+    assert!(e.to_string().contains(e.hint().unwrap()), "{}", e);
     let io: std::io::Error = e.into();
     assert_eq!(io.raw_os_error(), Some(errno::ENOENT));
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(e);
@@ -159,6 +164,30 @@ fn the_slot_limit_is_enospc() {
     let _held = c.acquire_many(4).unwrap();
     let e = c.acquire().unwrap_err();
     assert_eq!(e.errno(), errno::ENOSPC, "{}", e);
+}
+
+#[test]
+fn arm_many_and_complete() {
+    let d = Daemon::start(&[]);
+    let c = Client::connect(Some(&d.socket)).unwrap();
+    let s = c.acquire().unwrap();
+    let first = s.arm_many(10).unwrap();
+    let last = first.wrapping_add(9);
+    assert_eq!(
+        s.complete(last.wrapping_add(1)).unwrap_err().errno(),
+        errno::EINVAL
+    );
+    s.complete(last).unwrap();
+    s.wait(last, Some(Duration::from_secs(10))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut n = 0;
+    while n < 10 {
+        n += s.consume().unwrap();
+        assert!(Instant::now() < deadline, "counted {} of 10", n);
+        std::thread::yield_now();
+    }
+    assert_eq!(n, 10);
+    assert_eq!(s.arm_many(0).unwrap_err().errno(), errno::EINVAL);
 }
 
 #[test]
