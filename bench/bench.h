@@ -55,7 +55,7 @@ struct bench_opts {
 
 #define BENCH_MAX_LAT 24
 #define BENCH_MAX_TPUT 16
-#define BENCH_MAX_RATIOS 32
+#define BENCH_MAX_RATIOS 64
 
 /* One latency row: samples in microseconds. */
 struct bench_lat {
@@ -98,12 +98,14 @@ struct bench_scale {
 	char why[200];            /* what went wrong, when not exact */
 };
 
-/* Scanner cost at a paced load (paced.c): one per scanner mode and rate. */
-#define BENCH_PACED_RATES 3
+/* Scanner cost at a paced load (paced.c): one per scanner mode and load:
+ * steady at 1k, 10k and 100k/s, bursts, and mixed durations. */
+#define BENCH_PACED_RATES 5
 struct bench_paced {
-	char name[32];            /* scan-MODE-RATEk, also its latency row */
+	char name[32];            /* scan-MODE-LOAD, also its latency row */
 	const char *mode;         /* "spin" or "adaptive" */
-	unsigned rate;            /* completions per second asked for */
+	const char *load;         /* "1k", "10k", "100k", "burst", "mixed" */
+	unsigned rate;            /* completions per second asked for (on average) */
 	double per_s;             /* achieved; < 0: not measured */
 	double pct_core;          /* daemon CPU, % of one core; < 0: not measured */
 	double us_per_completion; /* daemon CPU per completion */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "proc-cpu.h"
 #include "spawn.h"
 
 static int executable(const char *path)
@@ -144,26 +145,7 @@ void bench_daemon_stop(struct bench_daemon *d)
 
 double bench_daemon_cpu_ms(const struct bench_daemon *d)
 {
-	char path[64], buf[1024];
-	unsigned long ut = 0, st = 0;
-	const char *p;
-	ssize_t n;
-	int fd;
+	int64_t ns = d->pid > 0 ? proc_cpu_ns(d->pid) : -1;
 
-	if (d->pid <= 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)d->pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	/* Fields after the command name, which is in parentheses. */
-	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-		return -1;
-	return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+	return ns < 0 ? -1 : (double)ns / 1e6;
 }

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * --mode cpu: what the scanner costs the node at a given load. Completions
- * are paced at 1k, 10k and 100k per second, against a daemon of each
- * scanner mode (spawned for the purpose, one after the other): a device
- * thread launches work every 1/R (it arms slot i % PACED_SLOTS) and
- * completes it half a period later (it stores the flag, reading t0); a
- * waiter thread blocked in epoll over the slots' eventfds reads t1 when it
- * wakes. Rows scan-MODE-RATE: the latency; and per run the daemon's CPU as a
- * share of a core and per completion.
+ * --mode cpu: what the scanner costs the node at a given load, against a
+ * daemon of each scanner mode (spawned for the purpose, one after the
+ * other). A device thread launches work (it arms slot i % PACED_SLOTS) and
+ * completes it a duration later (it stores the flag, reading t0), in order
+ * per slot as a stream would; a waiter thread blocked in epoll over the
+ * slots' eventfds reads t1 when it wakes. The loads:
+ *   1k, 10k, 100k: steady, work in flight half of each period;
+ *   burst: 50 launches back to back every 50 ms (1k/s on average), each
+ *          done 100 us later, the scanner parked in between;
+ *   mixed: 1k/s, durations of 10 us, 100 us, 1 ms and 10 ms in turn.
+ * Rows scan-MODE-LOAD: the latency; per run the daemon's CPU as a share of
+ * a core and per completion (schedstat: to the ns).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,17 +28,32 @@
 #include "cuflag/cuflag.h"
 
 #define PACED_SLOTS 8
-#define PACED_RUN_NS 500000000ull  /* per rate and mode */
+#define PACED_RUN_NS 500000000ull  /* per load and mode */
 #define PACED_SKIP_NS 50000000ull  /* samples dropped first: the scanner learns */
 #define PACED_SPIN_NS 30000u       /* the device spins for waits shorter than this */
+#define BURST_LEN 50
+#define BURST_EVERY_NS 50000000ull
+#define BURST_WORK_NS 100000ull
 
-static const unsigned paced_rates[BENCH_PACED_RATES] = { 1000, 10000, 100000 };
+struct paced_load {
+	const char *name;
+	unsigned rate;  /* per second, on average */
+	int burst;      /* launches in bursts */
+	int mixed;      /* durations in turn from mixed_ns */
+};
+
+static const struct paced_load paced_loads[BENCH_PACED_RATES] = {
+	{ "1k", 1000, 0, 0 },     { "10k", 10000, 0, 0 }, { "100k", 100000, 0, 0 },
+	{ "burst", 1000, 1, 0 },  { "mixed", 1000, 0, 1 },
+};
+static const uint64_t mixed_ns[] = { 10000, 100000, 1000000, 10000000 };
 static const char *const paced_modes[2] = { "spin", "adaptive" };
 
 struct paced_run {
+	const struct paced_load *load;
 	cuflag_slot *s[PACED_SLOTS];
 	_Atomic uint64_t t0[PACED_SLOTS];
-	uint64_t period, n, start;
+	uint64_t n, start;
 	_Atomic uint64_t done;  /* completions the waiter counted */
 	int rc;                 /* the device's arm error */
 	struct bench_lat *row;
@@ -57,24 +76,86 @@ static void sleep_until(uint64_t t)
 		cuflag_cpu_relax();
 }
 
-/* The device: launch (arm) every period, complete half a period later. */
+/* When launch i is made, and how long its work takes. */
+static uint64_t launch_at(const struct paced_run *p, uint64_t i)
+{
+	const struct paced_load *l = p->load;
+
+	if (l->burst)
+		return p->start + i / BURST_LEN * BURST_EVERY_NS;
+	return p->start + i * (1000000000ull / l->rate);
+}
+
+static uint64_t work_ns(const struct paced_run *p, uint64_t i)
+{
+	const struct paced_load *l = p->load;
+
+	if (l->burst)
+		return BURST_WORK_NS;
+	if (l->mixed)
+		return mixed_ns[i % (sizeof(mixed_ns) / sizeof(mixed_ns[0]))];
+	return 1000000000ull / l->rate / 2;
+}
+
+/* Work launched and not done yet, per slot in launch order (a stream's
+ * writes land in order). */
+struct inflight {
+	uint64_t due[64];
+	uint32_t target[64];
+	unsigned head, n;
+};
+
+/* The device: launch (arm) each piece of work when due, complete each when
+ * its work is done. */
 static void *paced_device(void *arg)
 {
 	struct paced_run *p = arg;
+	struct inflight f[PACED_SLOTS];
+	uint64_t next = 0, last_due[PACED_SLOTS] = { 0 };
+	unsigned busy = 0;
 
+	memset(f, 0, sizeof(f));
 	prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0);
-	for (uint64_t i = 0; i < p->n; i++) {
-		uint64_t at = p->start + i * p->period;
-		unsigned k = (unsigned)(i % PACED_SLOTS);
-		uint32_t t;
+	while (next < p->n || busy) {
+		uint64_t at = next < p->n ? launch_at(p, next) : UINT64_MAX;
+		unsigned k = PACED_SLOTS;
 
+		/* The earliest completion due, against the next launch. */
+		for (unsigned j = 0; j < PACED_SLOTS; j++)
+			if (f[j].n && (k == PACED_SLOTS ||
+				       f[j].due[f[j].head] < f[k].due[f[k].head]))
+				k = j;
+		if (k < PACED_SLOTS && f[k].due[f[k].head] <= at) {
+			struct inflight *q = &f[k];
+			sleep_until(q->due[q->head]);
+			atomic_store(&p->t0[k], cuflag_now_ns());
+			__atomic_store_n(cuflag_slot_flag(p->s[k]), q->target[q->head],
+					 __ATOMIC_RELEASE);
+			q->head = (q->head + 1) % 64;
+			q->n--;
+			busy--;
+			continue;
+		}
+		unsigned s = (unsigned)(next % PACED_SLOTS);
+		struct inflight *q = &f[s];
+		uint32_t t;
+		if (q->n == 64) { /* the slot's stream is full: finish first */
+			sleep_until(q->due[q->head]);
+			continue;
+		}
 		sleep_until(at);
-		p->rc = cuflag_slot_arm(p->s[k], &t);
+		p->rc = cuflag_slot_arm(p->s[s], &t);
 		if (p->rc)
 			return NULL;
-		sleep_until(at + p->period / 2);
-		atomic_store(&p->t0[k], cuflag_now_ns());
-		__atomic_store_n(cuflag_slot_flag(p->s[k]), t, __ATOMIC_RELEASE);
+		uint64_t due = at + work_ns(p, next);
+		if (due < last_due[s])
+			due = last_due[s];
+		last_due[s] = due;
+		q->due[(q->head + q->n) % 64] = due;
+		q->target[(q->head + q->n) % 64] = t;
+		q->n++;
+		busy++;
+		next++;
 	}
 	return NULL;
 }
@@ -107,10 +188,10 @@ static int paced_wait(struct paced_run *p, int ep)
 	return atomic_load(&p->done) == p->n ? 0 : -EPROTO;
 }
 
-static void paced_one(const struct bench_daemon *d, unsigned rate, struct bench_lat *row,
-		      struct bench_paced *out)
+static void paced_one(const struct bench_daemon *d, const struct paced_load *l,
+		      struct bench_lat *row, struct bench_paced *out)
 {
-	struct paced_run p = { .period = 1000000000ull / rate, .row = row };
+	struct paced_run p = { .load = l, .row = row, .n = PACED_RUN_NS / (1000000000ull / l->rate) };
 	cuflag_client *c = NULL;
 	pthread_t dev;
 	double cpu0, cpu1;
@@ -118,7 +199,6 @@ static void paced_one(const struct bench_daemon *d, unsigned rate, struct bench_
 	int ep = -1, rc;
 	struct bench_worker_result res = { 0 };
 
-	p.n = PACED_RUN_NS / p.period;
 	ep = bench_worker_slots(d->sock, PACED_SLOTS, &c, p.s, &res);
 	if (ep < 0) {
 		bench_lat_fail(row, "%s", res.why);
@@ -163,13 +243,14 @@ int bench_paced_run(const struct bench_opts *o, struct bench_report *r)
 		int up = o->socket ? -1 : bench_daemon_start_mode(&d, o, paced_modes[m]);
 
 		for (int k = 0; k < BENCH_PACED_RATES; k++) {
+			const struct paced_load *l = &paced_loads[k];
 			struct bench_paced *bp = &r->paced[m][k];
-			uint64_t n = PACED_RUN_NS / (1000000000ull / paced_rates[k]);
+			uint64_t n = PACED_RUN_NS / (1000000000ull / l->rate);
 
-			snprintf(bp->name, sizeof(bp->name), "scan-%s-%uk", paced_modes[m],
-				 paced_rates[k] / 1000);
+			snprintf(bp->name, sizeof(bp->name), "scan-%s-%s", paced_modes[m], l->name);
 			bp->mode = paced_modes[m];
-			bp->rate = paced_rates[k];
+			bp->load = l->name;
+			bp->rate = l->rate;
 			bp->per_s = bp->pct_core = bp->us_per_completion = -1;
 			bp->row = bench_lat_add(r, bp->name, n);
 			if (up)
@@ -177,7 +258,7 @@ int bench_paced_run(const struct bench_opts *o, struct bench_report *r)
 								    "(not with --socket)"
 								  : "the daemon did not start");
 			else
-				paced_one(&d, paced_rates[k], bp->row, bp);
+				paced_one(&d, l, bp->row, bp);
 			failed |= bp->row->failed && !o->socket;
 		}
 		if (!up)
@@ -187,10 +268,23 @@ int bench_paced_run(const struct bench_opts *o, struct bench_report *r)
 	return failed ? -1 : 0;
 }
 
+/* Per load: the adaptive (default) daemon's p50, p99 and CPU against the
+ * spinning one's, measured in the same run. */
 void bench_paced_ratios(struct bench_report *r)
 {
-	bench_ratio_lat(r, "scan-adaptive-10k_p50/scan-spin-10k_p50", "scan-adaptive-10k",
-			"scan-spin-10k", 0);
-	bench_ratio_lat(r, "scan-adaptive-100k_p50/scan-spin-100k_p50", "scan-adaptive-100k",
-			"scan-spin-100k", 0);
+	/* The report keeps the names: they live as long as the program. */
+	static char names[BENCH_PACED_RATES][3][80];
+
+	for (int k = 0; k < BENCH_PACED_RATES; k++) {
+		const struct bench_paced *a = &r->paced[1][k], *s = &r->paced[0][k];
+
+		snprintf(names[k][0], sizeof(names[k][0]), "%s_p50/%s_p50", a->name, s->name);
+		bench_ratio_lat(r, names[k][0], a->name, s->name, 0);
+		snprintf(names[k][1], sizeof(names[k][1]), "%s_p99/%s_p99", a->name, s->name);
+		bench_ratio_lat(r, names[k][1], a->name, s->name, 1);
+		snprintf(names[k][2], sizeof(names[k][2]), "%s_cpu/%s_cpu", a->name, s->name);
+		bench_ratio_add(r, names[k][2],
+				a->pct_core >= 0 && s->pct_core > 0 ? a->pct_core / s->pct_core
+								    : -1);
+	}
 }

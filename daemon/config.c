@@ -48,12 +48,17 @@ static void usage(FILE *f)
 		"  --group-ring N            completion records per group ring, power of two\n"
 		"                            (default 1024)\n"
 		"  --spin-us N               scanner spin budget before it parks (default 50)\n"
-		"  --pending-spin-ms N       with slots pending and none of them completing,\n"
+		"  --scanner-mode adaptive|spin\n"
+		"                            adaptive (default): sleep until a completion or an\n"
+		"                            arm is due, learned from each slot's past ones;\n"
+		"                            spin: spin while slots are pending (a core for\n"
+		"                            latency)\n"
+		"  --backstop-us N           adaptive: look at pending slots at least this often,\n"
+		"                            so a completion sooner than predicted is seen within\n"
+		"                            it (default 1000)\n"
+		"  --pending-spin-ms N       spin: with slots pending and none of them completing,\n"
 		"                            spin this long, then poll (default 10; 0: spin)\n"
-		"  --pending-poll-us N       the poll interval then (default 250)\n"
-		"  --scanner-mode spin|adaptive\n"
-		"                            with slots pending, spin (default), or sleep on a\n"
-		"                            fine timer until a completion is due soon\n"
+		"  --pending-poll-us N       spin: the poll interval then (default 250)\n"
 		"  --msg-rate N              requests per second per client (default 20000)\n"
 		"  --slab memfd|cuda-ipc     how client regions are backed (default memfd)\n"
 		"  --log-level LEVEL         err, warning, notice, info, debug (default info)\n"
@@ -126,6 +131,7 @@ static const struct num_opt num_opts[] = {
 	NUM64("spin-us", 0, 10000000, spin_us),
 	NUM64("pending-spin-ms", 0, 3600000, pending_spin_ms),
 	NUM64("pending-poll-us", 1, 1000000, pending_poll_us),
+	NUM64("backstop-us", 10, 1000000, backstop_us),
 	NUM32("msg-rate", 1, 100000000, msg_rate),
 	NUM64("stuck-ms", 1, 86400000, stuck_ms),
 };
@@ -279,6 +285,7 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		.spin_us = 50,
 		.pending_spin_ms = 10,
 		.pending_poll_us = 250,
+		.backstop_us = 1000,
 		.scanner_mode = SCANNER_ADAPTIVE,
 		.msg_rate = 20000,
 		.slab = CUFLAG_SLAB_MEMFD,

@@ -28,6 +28,7 @@ struct cuflagd_config {
 	uint64_t pending_spin_ms;    /* spin while pending slots make no progress
 				      * (0: for ever), then poll */
 	uint64_t pending_poll_us;    /* the poll interval then */
+	uint64_t backstop_us;        /* adaptive: the longest wait without a look */
 	int scanner_mode;            /* enum scanner_mode (scanner.h) */
 	uint32_t msg_rate;           /* requests per second per client before refusal */
 	int slab;                    /* enum cuflag_slab_kind */

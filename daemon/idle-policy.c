@@ -11,10 +11,29 @@ void idle_note_armed_from_empty(struct idle_state *st, uint64_t now_ns)
 {
 	if (st->idle_since_ns && now_ns >= st->idle_since_ns) {
 		uint64_t gap = now_ns - st->idle_since_ns;
-		st->gap_ns = st->gap_ns ? (3 * st->gap_ns + gap) / 4 : gap;
+		if (st->gap_ns) {
+			uint64_t off = gap > st->gap_ns ? gap - st->gap_ns : st->gap_ns - gap;
+			st->gap_dev_ns = (3 * st->gap_dev_ns + off) / 4;
+			st->gap_ns = (3 * st->gap_ns + gap) / 4;
+		} else {
+			st->gap_ns = gap;
+			st->gap_dev_ns = gap / 8;
+		}
 	}
 	st->idle_since_ns = 0;
 	st->spin_since_ns = 0;
+}
+
+void idle_note_done(struct idle_state *st, uint64_t d_ns)
+{
+	/* Halving, not falling at once: one arm taken late, which looks
+	 * instant, must not stop the naps for long. */
+	if (!st->low_ns)
+		st->low_ns = d_ns ? d_ns : 1;
+	else if (d_ns < st->low_ns)
+		st->low_ns = (st->low_ns + d_ns) / 2 + 1;
+	else
+		st->low_ns += (d_ns - st->low_ns) / 16;
 }
 
 static struct idle_decision act(enum idle_action a, uint64_t until_ns)
@@ -50,30 +69,69 @@ static struct idle_decision decide_spin(const struct idle_cfg *cfg, uint64_t spu
 	return spun >= cfg->spin_ns ? act(IDLE_PARK, 0) : act(IDLE_SPIN, 0);
 }
 
+/* Wait until at: spin if it is too close, nap if no arm made meanwhile can
+ * be due before it, else sleep (no longer than the backstop). */
+static struct idle_decision wait_until(const struct idle_cfg *cfg, const struct idle_state *st,
+				       uint64_t now_ns, uint64_t at, uint64_t lead_ns)
+{
+	if (at < now_ns + IDLE_SLEEP_MIN_NS)
+		return act(IDLE_SPIN, 0);
+	if (at > now_ns + cfg->backstop_ns)
+		at = now_ns + cfg->backstop_ns;
+	if (st->low_ns > lead_ns && at <= now_ns + st->low_ns - lead_ns)
+		return act(IDLE_NAP, at);
+	return act(IDLE_SLEEP, at);
+}
+
+/* Nothing pending: when the next arm is expected, from the gaps lately. */
+static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle_state *st,
+					 uint64_t now_ns, uint64_t spun, uint64_t lead_ns)
+{
+	uint64_t expect, window;
+
+	/* Never spin longer than spin_ns for an arm (0: park at once). */
+	if (!st->gap_ns || !st->idle_since_ns || spun >= cfg->spin_ns)
+		return act(IDLE_PARK, 0);
+	/* Arms that come back sooner than a park is worth: spin for a few
+	 * of their gaps, no longer than spin_ns. */
+	if (st->gap_ns < IDLE_GAP_SPIN_NS) {
+		uint64_t spin = 4 * st->gap_ns > cfg->spin_ns ? cfg->spin_ns : 4 * st->gap_ns;
+		return spun < spin ? act(IDLE_SPIN, 0) : act(IDLE_PARK, 0);
+	}
+	/* The next arm, early by twice the gaps' spread and the timer's
+	 * lateness; past it by that spread and more, it is not coming soon:
+	 * park (the arm then wakes the scanner). */
+	expect = st->idle_since_ns + st->gap_ns;
+	window = 4 * st->gap_dev_ns + lead_ns;
+	if (now_ns > expect + window)
+		return act(IDLE_PARK, 0);
+	if (expect > now_ns + lead_ns + 2 * st->gap_dev_ns) {
+		struct idle_decision d =
+			wait_until(cfg, st, now_ns, expect - lead_ns - 2 * st->gap_dev_ns, lead_ns);
+		/* Only a nap is worth it here: a sleep would cost the arm a
+		 * wake anyway, as a park does, and a park costs no timer. */
+		return d.action == IDLE_SLEEP ? act(IDLE_PARK, 0) : d;
+	}
+	return act(IDLE_SPIN, 0);
+}
+
 struct idle_decision idle_decide(const struct idle_cfg *cfg, struct idle_state *st,
 				 uint64_t now_ns, uint64_t npending, int progress,
-				 uint64_t look_at_ns)
+				 uint64_t look_at_ns, uint64_t lead_ns)
 {
 	uint64_t spun = spun_for(st, now_ns, progress);
 
+	struct idle_decision d;
+
 	if (cfg->mode == SCANNER_SPIN)
 		return decide_spin(cfg, spun, now_ns, npending);
-	/* Something moved: look again before deciding to sleep. */
+	/* Something moved: look again before deciding to wait. */
 	if (progress)
 		return act(IDLE_SPIN, 0);
-	if (!npending) {
-		/* Arms that come back sooner than a park is worth: spin for
-		 * a few of their gaps, no longer than spin_ns. */
-		uint64_t spin = 4 * st->gap_ns;
-		if (spin > cfg->spin_ns)
-			spin = cfg->spin_ns;
-		if (st->gap_ns && st->gap_ns < IDLE_GAP_SPIN_NS && spun < spin)
-			return act(IDLE_SPIN, 0);
-		return act(IDLE_PARK, 0);
-	}
-	if (look_at_ns < now_ns + IDLE_SLEEP_MIN_NS)
-		return act(IDLE_SPIN, 0);
-	if (look_at_ns > now_ns + cfg->pending_poll_ns)
-		look_at_ns = now_ns + cfg->pending_poll_ns;
-	return act(IDLE_SLEEP, look_at_ns);
+	d = !npending ? decide_empty(cfg, st, now_ns, spun, lead_ns)
+		      : wait_until(cfg, st, now_ns, look_at_ns, lead_ns);
+	/* A wait ends the streak: what spin_ns bounds is spinning. */
+	if (d.action != IDLE_SPIN)
+		st->spin_since_ns = 0;
+	return d;
 }

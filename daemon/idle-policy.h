@@ -1,23 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the scanner does after a pass: pass again at once (spin), sleep until
- * a time (woken earlier by any arm or command: the park protocol with a
- * timeout), or park until woken. Pure functions over the state below; the
- * scanner applies the decision (scanner-park.c), the unit test checks it
- * (tests/test-idle-policy.c).
+ * What the scanner does after a pass: pass again at once (spin), nap until a
+ * time (a plain timed sleep: clients are not told, so their arms wait in the
+ * queues until it ends), sleep until a time (the park protocol with a
+ * deadline: an arm or a command wakes it earlier), or park until woken. Pure
+ * functions over the state below; the scanner applies the decision
+ * (scanner-park.c), the unit test checks it (tests/test-idle-policy.c).
  *
  * SCANNER_SPIN spends a core on latency: it spins while anything is pending
  * (until pending_spin_ns without progress, then looks every pending_poll_ns)
  * and for spin_ns once nothing is, then parks.
  *
- * SCANNER_ADAPTIVE, the default, follows the load: with slots pending it
- * sleeps until the earliest of them is to be looked at (predictor.h: a lead
- * before it is due), and spins only when that is closer than a sleep is
- * worth; with none pending it parks at once unless arms have lately come
- * back sooner than a park and a wake cost. Its sleeps publish PARKED, so an
- * arm made meanwhile wakes it at once (the client's eventfd write): a sleep
- * never delays a completion the predictor did not foresee beyond
- * pending_poll_ns (the backstop), nor any other client's arm at all.
+ * SCANNER_ADAPTIVE, the default, follows the load. It wakes when the next
+ * thing is expected: the earliest pending slot's look time (predictor.h: a
+ * lead before it is due), or, with nothing pending, the next arm (the gaps
+ * between the set going empty and the next arm are regular too). It spins
+ * only when that is closer than a sleep is worth. A wait shorter than the
+ * quickest completion seen lately is a nap: an arm made meanwhile cannot be
+ * due before the nap ends, so no client needs to wake the scanner (no system
+ * call per arm). A longer wait is a sleep, which any arm ends at once; none
+ * is longer than backstop_ns, so a completion that comes sooner than
+ * predicted is still seen within it. With nothing pending and no arm
+ * expected soon it parks.
  */
 #ifndef CUFLAGD_IDLE_POLICY_H
 #define CUFLAGD_IDLE_POLICY_H
@@ -31,46 +35,52 @@ struct idle_cfg {
 	uint64_t spin_ns;         /* SPIN: nothing pending, spin this long, then park */
 	uint64_t pending_spin_ns; /* SPIN: pending, no progress: spin this long (0: for
 				   * ever), then look every pending_poll_ns */
-	uint64_t pending_poll_ns; /* also ADAPTIVE's backstop */
+	uint64_t pending_poll_ns;
+	uint64_t backstop_ns;     /* ADAPTIVE: no wait without looking is longer */
 };
 
 /* What the policy remembers between passes (the scanner's, private). */
 struct idle_state {
-	uint64_t idle_since_ns;  /* the pending set went empty then (0: it is not) */
-	uint64_t gap_ns;         /* running mean of the gaps from empty to the next arm */
-	uint64_t spin_since_ns;  /* the current spin without progress began (0: none) */
+	uint64_t idle_since_ns; /* the pending set went empty then (0: it is not) */
+	uint64_t gap_ns;        /* running mean of the gaps from empty to the next arm */
+	uint64_t gap_dev_ns;    /* and of how far they were from it */
+	uint64_t low_ns;        /* the quickest completions lately: falls fast,
+				 * rises slowly (0: none seen) */
+	uint64_t spin_since_ns; /* the current streak without progress began (0: none) */
 };
 
 enum idle_action {
 	IDLE_SPIN,  /* pass again now */
+	IDLE_NAP,   /* a plain sleep until until_ns, clients not told */
 	IDLE_SLEEP, /* PARKED until until_ns, or until an arm or a command */
 	IDLE_PARK,  /* PARKED until an arm or a command */
 };
 
 struct idle_decision {
 	enum idle_action action;
-	uint64_t until_ns; /* IDLE_SLEEP: the absolute deadline */
+	uint64_t until_ns; /* IDLE_NAP, IDLE_SLEEP: the absolute deadline */
 };
 
-/* A sleep shorter than this is not worth its system calls and wake-up. */
+/* A wait shorter than this is not worth its system calls and wake-up. */
 #define IDLE_SLEEP_MIN_NS 5000u
-/* ADAPTIVE: arms that come back within this after the set went empty are
- * spun for (about a park and a wake-up's cost). */
+/* Arms that come back within this after the set went empty are spun for
+ * (about a park and a wake-up's cost). */
 #define IDLE_GAP_SPIN_NS 5000u
 
 /* The pending set went empty at now_ns; an arm came into the empty set at
- * now_ns. */
+ * now_ns; a completion took d_ns from its arm. */
 void idle_note_empty(struct idle_state *st, uint64_t now_ns);
 void idle_note_armed_from_empty(struct idle_state *st, uint64_t now_ns);
+void idle_note_done(struct idle_state *st, uint64_t d_ns);
 
 /*
  * The decision after a pass at now_ns. npending: slots pending; progress: the
  * pass took arms, applied commands or signalled; look_at_ns: when the
  * earliest pending slot is next to be looked at (predictor.h; ignored when
- * none is pending; it is early by the timer's lateness already).
+ * none is pending); lead_ns: how much later than asked the timer wakes.
  */
 struct idle_decision idle_decide(const struct idle_cfg *cfg, struct idle_state *st,
 				 uint64_t now_ns, uint64_t npending, int progress,
-				 uint64_t look_at_ns);
+				 uint64_t look_at_ns, uint64_t lead_ns);
 
 #endif

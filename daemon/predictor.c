@@ -6,7 +6,7 @@ void predict_armed(struct slot_timing *t, uint64_t now_ns)
 	t->since_ns = now_ns;
 }
 
-void predict_completed(struct slot_timing *t, uint64_t prev_look_ns, uint64_t now_ns)
+uint64_t predict_completed(struct slot_timing *t, uint64_t prev_look_ns, uint64_t now_ns)
 {
 	uint64_t seen = prev_look_ns > t->since_ns ? prev_look_ns : now_ns;
 	uint64_t d = seen > t->since_ns ? seen - t->since_ns : 0;
@@ -16,25 +16,30 @@ void predict_completed(struct slot_timing *t, uint64_t prev_look_ns, uint64_t no
 		t->dev_ns = (3 * t->dev_ns + off) / 4;
 		t->lat_ns = (3 * t->lat_ns + d) / 4;
 	} else {
+		/* A first guess with a modest spread: a wide one would have the
+		 * scanner spin across it for the next several completions. */
 		t->lat_ns = d;
-		t->dev_ns = d / 2;
+		t->dev_ns = d / 8;
 	}
 	/* 0 means "nothing learned": a completion seen at once still is. */
 	if (!t->lat_ns)
 		t->lat_ns = 1;
 	t->since_ns = now_ns;
+	return d;
 }
 
 void predict_seed(struct slot_timing *t, const struct slot_timing *from)
 {
 	t->lat_ns = from->lat_ns;
-	t->dev_ns = from->lat_ns / 2 > from->dev_ns ? from->lat_ns / 2 : from->dev_ns;
+	t->dev_ns = from->lat_ns / 8 > from->dev_ns ? from->lat_ns / 8 : from->dev_ns;
 }
 
 uint64_t predict_lead_ns(const struct timer_lateness *l)
 {
 	uint64_t lead = l->samples ? l->mean_ns + 2 * l->dev_ns : PREDICT_LATE_DEFAULT_NS;
 
+	if (lead > PREDICT_LEAD_MAX_NS)
+		lead = PREDICT_LEAD_MAX_NS;
 	return lead < PREDICT_LEAD_MIN_NS ? PREDICT_LEAD_MIN_NS : lead;
 }
 
@@ -63,7 +68,8 @@ uint64_t predict_look_at(const struct slot_timing *t, uint64_t now_ns, uint64_t 
 	 * completions jitter is looked at early enough. */
 	uint64_t early = 2 * t->dev_ns;
 	uint64_t due = t->since_ns + (t->lat_ns > early ? t->lat_ns - early : 0);
-	uint64_t window = 2 * lead_ns + 2 * t->dev_ns, overdue, step;
+	/* The spin past due covers the spread the other side too. */
+	uint64_t window = 4 * t->dev_ns + PREDICT_LEAD_MIN_NS, overdue, step;
 
 	if (window < PREDICT_WINDOW_MIN_NS)
 		window = PREDICT_WINDOW_MIN_NS;

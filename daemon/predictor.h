@@ -11,8 +11,8 @@
  * flag, and a running mean of how far they were from it (TCP's smoothed
  * round-trip time and its deviation). A slot is looked at again a lead
  * before it is due (the timer's lateness lately, so that the wake comes
- * before the flag); a slot that is due and has not landed is spun on for a
- * window, then looked at in steps that grow with how overdue it is (a
+ * before the flag); a slot that is due and has not landed is spun on across
+ * its spread, then looked at in steps that grow with how overdue it is (a
  * quarter of it: the wake is at most a quarter late), never further apart
  * than the backstop.
  */
@@ -41,9 +41,11 @@ struct timer_lateness {
 /* A wake later than this is the machine (a preempted vCPU), not the timer. */
 #define PREDICT_LATE_MAX_NS 200000u
 /* Floors of the lead and of the spin window: a flag read and a clock read
- * apart, on any machine. */
+ * apart, on any machine. A lead past PREDICT_LEAD_MAX_NS is a machine whose
+ * threads wait for a CPU: spinning would wait for one as well. */
 #define PREDICT_LEAD_MIN_NS 2000u
-#define PREDICT_WINDOW_MIN_NS 10000u
+#define PREDICT_LEAD_MAX_NS 80000u
+#define PREDICT_WINDOW_MIN_NS 4000u
 
 /* A slot armed at now with no completion in flight starts being awaited. */
 void predict_armed(struct slot_timing *t, uint64_t now_ns);
@@ -54,11 +56,12 @@ void predict_armed(struct slot_timing *t, uint64_t now_ns);
  * between, the flag may have landed any time after that, and the earlier
  * time is learned, so that a guess that woke the scanner late shrinks until
  * a wake comes before the flag. More remains armed: awaited from now.
+ * Returns the duration learned.
  */
-void predict_completed(struct slot_timing *t, uint64_t prev_look_ns, uint64_t now_ns);
+uint64_t predict_completed(struct slot_timing *t, uint64_t prev_look_ns, uint64_t now_ns);
 
 /* Seed a new slot's history from one of the same client's (its kernels are
- * likely the same): a mean and a wide deviation. */
+ * likely the same): its mean, and a spread of at least an eighth of it. */
 void predict_seed(struct slot_timing *t, const struct slot_timing *from);
 
 /* How long before a due time to wake: the timer's lateness plus twice its

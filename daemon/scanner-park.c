@@ -75,6 +75,34 @@ static int wait_until(struct scanner *sc, struct epoll_event *ev, int max, uint6
 	}
 }
 
+/* A timed wait ended at woke_ns: counted as sleeping, its lateness learned
+ * when the timer ended it. */
+static void count_sleep(struct scanner *sc, uint64_t t0, uint64_t deadline_ns, uint64_t woke_ns,
+			int by_timer)
+{
+	atomic_fetch_add_explicit(&sc->sleeps, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sc->sleeping_ns, woke_ns - t0, memory_order_relaxed);
+	if (by_timer)
+		predict_lateness(&sc->late, deadline_ns, woke_ns);
+}
+
+void scanner_nap(struct scanner *sc, uint64_t until_ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(until_ns / 1000000000u),
+			       .tv_nsec = (long)(until_ns % 1000000000u) };
+	uint64_t t0 = cuflag_now_ns(), t1;
+
+	atomic_store_explicit(&sc->block_timed, 1, memory_order_relaxed);
+	atomic_store_explicit(&sc->block_since_ns, t0, memory_order_release);
+	/* The write tick interrupts it: the deadline is absolute. */
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	t1 = cuflag_now_ns();
+	atomic_store_explicit(&sc->block_since_ns, 0, memory_order_release);
+	atomic_fetch_add_explicit(&sc->wakeups, 1, memory_order_relaxed);
+	count_sleep(sc, t0, until_ns, t1, 1);
+}
+
 void scanner_block(struct scanner *sc, uint64_t deadline_ns)
 {
 	struct epoll_event ev[16];
@@ -103,11 +131,7 @@ void scanner_block(struct scanner *sc, uint64_t deadline_ns)
 	atomic_fetch_add_explicit(&sc->wakeups, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sc->parks, 1, memory_order_relaxed);
 	if (deadline_ns) {
-		atomic_fetch_add_explicit(&sc->sleeps, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&sc->sleeping_ns, t1 - t0, memory_order_relaxed);
-		/* The timer's own lateness, when it was the timer that woke us. */
-		if (n == 0)
-			predict_lateness(&sc->late, deadline_ns, t1);
+		count_sleep(sc, t0, deadline_ns, t1, n == 0);
 	} else {
 		atomic_fetch_add_explicit(&sc->parked_ns, t1 - t0, memory_order_relaxed);
 	}

@@ -83,6 +83,8 @@ int pending_user_full(const struct scanner_user *u);
 void scanner_set_state(struct scanner *sc, uint32_t st);
 /* Block until woken (deadline 0) or until deadline_ns (CLOCK_MONOTONIC). */
 void scanner_block(struct scanner *sc, uint64_t deadline_ns);
+/* Sleep until until_ns, clients not told (idle-policy.h: a nap). */
+void scanner_nap(struct scanner *sc, uint64_t until_ns);
 
 /* scanner.c */
 int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cmd);

@@ -202,7 +202,8 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 			lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns,
 					lhist_clock(&sc->seen_now), due);
 		if (sc->t.idle.mode == SCANNER_ADAPTIVE) {
-			predict_completed(&s->timing, sc->prev_look, sc->now);
+			idle_note_done(&sc->idle,
+				       predict_completed(&s->timing, sc->prev_look, sc->now));
 			s->sess->hint = s->timing;
 		}
 	}
@@ -249,7 +250,7 @@ static int scan_slot(struct scanner *sc, struct scanner_slot *s, uint64_t lead,
 		return 1;
 	}
 	if (sc->t.idle.mode == SCANNER_ADAPTIVE) {
-		uint64_t at = predict_look_at(&s->timing, sc->now, lead, sc->t.idle.pending_poll_ns);
+		uint64_t at = predict_look_at(&s->timing, sc->now, lead, sc->t.idle.backstop_ns);
 		if (at < sc->look_at)
 			sc->look_at = at;
 	}
@@ -353,9 +354,11 @@ static void *scanner_main(void *arg)
 		}
 		progress = pass(sc);
 		d = idle_decide(&sc->t.idle, &sc->idle, sc->now, sc->npending, progress,
-				sc->look_at);
+				sc->look_at, predict_lead_ns(&sc->late));
 		if (d.action == IDLE_SPIN)
 			cuflag_cpu_relax();
+		else if (d.action == IDLE_NAP)
+			scanner_nap(sc, d.until_ns);
 		else
 			scanner_block(sc, d.action == IDLE_SLEEP ? d.until_ns : 0);
 	}

@@ -438,7 +438,8 @@ static int start_workers(struct server *srv, const struct cuflagd_config *cfg)
 		.idle = { .mode = cfg->scanner_mode,
 			  .spin_ns = cfg->spin_us * 1000u,
 			  .pending_spin_ns = cfg->pending_spin_ms * 1000000u,
-			  .pending_poll_ns = cfg->pending_poll_us * 1000u },
+			  .pending_poll_ns = cfg->pending_poll_us * 1000u,
+			  .backstop_ns = cfg->backstop_us * 1000u },
 		.metrics = !cfg->no_metrics,
 		.budget = WRITE_BUDGET_DEFAULTS(cfg->write_budget_us * 1000u),
 	};

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "harness.h"
+#include "proc-cpu.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -188,30 +189,10 @@ int daemon_region_maps(const struct daemon_proc *d)
 
 uint64_t daemon_cpu_ns(const struct daemon_proc *d)
 {
-	char path[96];
-	struct dirent *e;
-	uint64_t total = 0;
-	DIR *dir;
+	int64_t ns = proc_cpu_ns(d->pid);
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)d->pid);
-	dir = opendir(path);
-	CHECK(dir != NULL);
-	while ((e = readdir(dir))) {
-		unsigned long long run = 0;
-		char p[160];
-		FILE *f;
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "/proc/%d/task/%.16s/schedstat", (int)d->pid, e->d_name);
-		f = fopen(p, "r");
-		if (!f)
-			continue; /* a thread that just ended */
-		if (fscanf(f, "%llu", &run) == 1)
-			total += run;
-		fclose(f);
-	}
-	closedir(dir);
-	return total;
+	CHECK(ns >= 0);
+	return (uint64_t)ns;
 }
 
 double daemon_cpu_share(const struct daemon_proc *d, int ms)

@@ -19,9 +19,12 @@
 #define MS 1000000ull
 
 static const struct idle_cfg adaptive = { .mode = SCANNER_ADAPTIVE, .spin_ns = 50 * US,
-					  .pending_spin_ns = 10 * MS, .pending_poll_ns = 250 * US };
+					  .pending_spin_ns = 10 * MS, .pending_poll_ns = 250 * US,
+					  .backstop_ns = 1 * MS };
 static const struct idle_cfg spin = { .mode = SCANNER_SPIN, .spin_ns = 50 * US,
-				      .pending_spin_ns = 10 * MS, .pending_poll_ns = 250 * US };
+				      .pending_spin_ns = 10 * MS, .pending_poll_ns = 250 * US,
+				      .backstop_ns = 1 * MS };
+#define LEAD (3 * US)
 
 /* A slot that completed n times, each d after its arm, seen exactly. */
 static struct slot_timing learned(uint64_t d, int n, uint64_t *t)
@@ -56,16 +59,24 @@ START_TEST(test_regular_work_sleeps_until_a_lead_before)
 	/* Armed now: looked at again a lead before 500 us (at most the
 	 * backstop away). */
 	predict_armed(&s, t);
-	at = predict_look_at(&s, t, lead, 1000 * US);
+	at = predict_look_at(&s, t, lead, 1 * MS);
 	ck_assert_uint_le(at, t + 500 * US - lead);
 	ck_assert_uint_ge(at, t + 450 * US);
-	d = idle_decide(&adaptive, &st, t, 1, 0, at);
+	/* No completion seen yet: any arm could be due at once, so the
+	 * wait is a sleep an arm ends. */
+	d = idle_decide(&adaptive, &st, t, 1, 0, at, lead);
 	ck_assert_int_eq(d.action, IDLE_SLEEP);
-	ck_assert_uint_eq(d.until_ns, t + 250 * US); /* the backstop */
+	ck_assert_uint_eq(d.until_ns, at);
+	/* Completions take 500 us: no arm made now can be due before it, so
+	 * it is a nap (no client has to wake the scanner). */
+	idle_note_done(&st, 500 * US);
+	d = idle_decide(&adaptive, &st, t, 1, 0, at, lead);
+	ck_assert_int_eq(d.action, IDLE_NAP);
+	ck_assert_uint_eq(d.until_ns, at);
 	/* Close to due: spin. */
-	at = predict_look_at(&s, t + 499 * US, lead, 250 * US);
+	at = predict_look_at(&s, t + 499 * US, lead, 1 * MS);
 	ck_assert_uint_eq(at, t + 499 * US);
-	d = idle_decide(&adaptive, &st, t + 499 * US, 1, 0, at);
+	d = idle_decide(&adaptive, &st, t + 499 * US, 1, 0, at, lead);
 	ck_assert_int_eq(d.action, IDLE_SPIN);
 }
 END_TEST
@@ -82,13 +93,13 @@ START_TEST(test_late_timer_wakes_earlier)
 		predict_lateness(&slow, t, t + (i % 2 ? 15 : 50) * US);
 	}
 	ck_assert_uint_gt(predict_lead_ns(&slow), 50 * US);
-	ck_assert_uint_le(predict_lead_ns(&slow), 120 * US);
+	ck_assert_uint_le(predict_lead_ns(&slow), PREDICT_LEAD_MAX_NS);
 	predict_armed(&s, t);
 	ck_assert_uint_lt(predict_look_at(&s, t + 300 * US, predict_lead_ns(&slow), 250 * US),
 			  predict_look_at(&s, t + 300 * US, predict_lead_ns(&fast), 250 * US));
 	/* A wake a second late is the machine, not the timer. */
 	predict_lateness(&slow, t, t + 1000 * MS);
-	ck_assert_uint_le(predict_lead_ns(&slow), 3 * PREDICT_LATE_MAX_NS);
+	ck_assert_uint_le(predict_lead_ns(&slow), PREDICT_LEAD_MAX_NS);
 }
 END_TEST
 
@@ -155,39 +166,77 @@ START_TEST(test_seed_from_the_client)
 
 	predict_seed(&s, &from);
 	ck_assert_uint_eq(s.lat_ns, from.lat_ns);
-	ck_assert_uint_ge(s.dev_ns, from.lat_ns / 2);
+	ck_assert_uint_ge(s.dev_ns, from.lat_ns / 8);
 }
 END_TEST
 
-START_TEST(test_idle_parks_at_once_unless_arms_come_back_fast)
+START_TEST(test_idle_waits_for_the_next_arm)
 {
 	struct idle_state st = { 0 };
 	uint64_t t = 1000 * MS;
 	struct idle_decision d;
 
-	/* Arms come 500 us after the set goes empty: park at once. */
+	/* Nothing learned: park until an arm wakes the scanner. */
+	idle_note_empty(&st, t);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action,
+			 IDLE_PARK);
+	/* Arms come 500 us after the set goes empty, work takes 500 us: nap
+	 * until just before the next arm, spin across it, park if it is late. */
 	for (int i = 0; i < 10; i++) {
 		idle_note_empty(&st, t);
 		idle_note_armed_from_empty(&st, t + 500 * US);
+		idle_note_done(&st, 500 * US);
 		t += 1 * MS;
 	}
 	idle_note_empty(&st, t);
-	d = idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX);
-	ck_assert_int_eq(d.action, IDLE_PARK);
-	/* Arms come 1 us after: spin a few gaps, then park. */
+	d = idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD);
+	ck_assert_int_eq(d.action, IDLE_NAP);
+	ck_assert_uint_le(d.until_ns, t + 500 * US - LEAD);
+	ck_assert_uint_ge(d.until_ns, t + 450 * US);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 499 * US, 0, 0, UINT64_MAX, LEAD).action,
+			 IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 600 * US, 0, 0, UINT64_MAX, LEAD).action,
+			 IDLE_PARK);
+	/* Arms that come 5 ms after while work takes 500 us: a nap would be
+	 * longer than any work; park (the arm wakes the scanner). */
 	for (int i = 0; i < 20; i++) {
+		idle_note_empty(&st, t);
+		idle_note_armed_from_empty(&st, t + 5 * MS);
+		t += 6 * MS;
+	}
+	idle_note_empty(&st, t);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action,
+			 IDLE_PARK);
+	/* Arms 1 us after: spin a few gaps, then park. */
+	for (int i = 0; i < 30; i++) {
 		idle_note_empty(&st, t);
 		idle_note_armed_from_empty(&st, t + 1 * US);
 		t += 1 * MS;
 	}
 	idle_note_empty(&st, t);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX).action, IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 1 * US, 0, 0, UINT64_MAX).action,
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 1 * US, 0, 0, UINT64_MAX, LEAD).action,
 			 IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 50 * US, 0, 0, UINT64_MAX).action,
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 50 * US, 0, 0, UINT64_MAX, LEAD).action,
 			 IDLE_PARK);
 	/* Progress always passes again. */
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 3, 1, t + 1 * MS).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 3, 1, t + 1 * MS, LEAD).action, IDLE_SPIN);
+}
+END_TEST
+
+START_TEST(test_low_watermark_falls_fast_rises_slowly)
+{
+	struct idle_state st = { 0 };
+
+	idle_note_done(&st, 1 * MS);
+	ck_assert_uint_eq(st.low_ns, 1 * MS);
+	idle_note_done(&st, 10 * US);
+	ck_assert_uint_le(st.low_ns, 510 * US);
+	for (int i = 0; i < 5; i++)
+		idle_note_done(&st, 10 * US);
+	ck_assert_uint_le(st.low_ns, 30 * US);
+	idle_note_done(&st, 1 * MS);
+	ck_assert_uint_le(st.low_ns, 100 * US);
 }
 END_TEST
 
@@ -199,17 +248,17 @@ START_TEST(test_spin_mode_as_before)
 
 	/* Pending: spin, however far the completion, until 10 ms without
 	 * progress; then look every 250 us. */
-	ck_assert_int_eq(idle_decide(&spin, &st, t, 1, 1, t + 5 * MS).action, IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&spin, &st, t + 1 * US, 1, 0, t + 5 * MS).action, IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&spin, &st, t + 9 * MS, 1, 0, t + 5 * MS).action, IDLE_SPIN);
-	d = idle_decide(&spin, &st, t + 11 * MS, 1, 0, t + 5 * MS);
+	ck_assert_int_eq(idle_decide(&spin, &st, t, 1, 1, t + 5 * MS, LEAD).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&spin, &st, t + 1 * US, 1, 0, t + 5 * MS, LEAD).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&spin, &st, t + 9 * MS, 1, 0, t + 5 * MS, LEAD).action, IDLE_SPIN);
+	d = idle_decide(&spin, &st, t + 11 * MS, 1, 0, t + 5 * MS, LEAD);
 	ck_assert_int_eq(d.action, IDLE_SLEEP);
 	ck_assert_uint_eq(d.until_ns, t + 11 * MS + 250 * US);
 	/* Nothing pending: spin 50 us, then park until woken. */
-	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS, 0, 1, 0).action, IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS + 10 * US, 0, 0, 0).action,
+	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS, 0, 1, 0, LEAD).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS + 10 * US, 0, 0, 0, LEAD).action,
 			 IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS + 70 * US, 0, 0, 0).action,
+	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS + 70 * US, 0, 0, 0, LEAD).action,
 			 IDLE_PARK);
 }
 END_TEST
@@ -220,11 +269,16 @@ START_TEST(test_sleep_bounded_by_the_backstop)
 	uint64_t t = 1000 * MS;
 	struct idle_decision d;
 
-	d = idle_decide(&adaptive, &st, t, 1, 0, t + 10 * MS);
+	d = idle_decide(&adaptive, &st, t, 1, 0, t + 10 * MS, LEAD);
 	ck_assert_int_eq(d.action, IDLE_SLEEP);
-	ck_assert_uint_eq(d.until_ns, t + 250 * US);
-	/* A sleep too short to be worth it is a spin. */
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 1, 0, t + 2 * US).action, IDLE_SPIN);
+	ck_assert_uint_eq(d.until_ns, t + 1 * MS);
+	/* A nap too: never past the backstop, however slow the work. */
+	idle_note_done(&st, 20 * MS);
+	d = idle_decide(&adaptive, &st, t, 1, 0, t + 10 * MS, LEAD);
+	ck_assert_int_eq(d.action, IDLE_NAP);
+	ck_assert_uint_eq(d.until_ns, t + 1 * MS);
+	/* A wait too short to be worth it is a spin. */
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 1, 0, t + 2 * US, LEAD).action, IDLE_SPIN);
 }
 END_TEST
 
@@ -268,7 +322,8 @@ int main(void)
 				       test_late_seen_completion_shrinks_the_guess,
 				       test_mixed_durations_look_early,
 				       test_seed_from_the_client,
-				       test_idle_parks_at_once_unless_arms_come_back_fast,
+				       test_idle_waits_for_the_next_arm,
+				       test_low_watermark_falls_fast_rises_slowly,
 				       test_spin_mode_as_before, test_sleep_bounded_by_the_backstop,
 				       test_share_per_pass, NULL };
 	return unit_run("idle-policy", tests);
