@@ -69,7 +69,7 @@ struct cuflag_client {
 	uint64_t try_ns;          /* while gone: the next resume attempt */
 	uint64_t look_ns;         /* while gone: the next look at the flags */
 	unsigned look_us;         /* the sleep before it, growing */
-	uint64_t probe_ns;        /* the next fault probe of CUDA slots; 0: none due */
+	uint64_t probe_ns;        /* the next fault probe of CUDA slots */
 	int refusal;              /* why the daemon that listens refused us, or 0 */
 	struct cuflag_attempt {   /* a resume attempt that does not wait */
 		int sock;         /* its HELLO sent; -1: none */

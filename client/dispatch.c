@@ -100,25 +100,19 @@ static int ring_moved(struct cuflag_client *c)
 
 /* Probe the streams of slots signalled from CUDA with work outstanding: a
  * device fault stops their flags for good, and rings their doorbells so
- * that their waits learn it. Whether any is outstanding. */
-static int probe_faults(struct cuflag_client *c)
+ * that their waits learn it. */
+static void probe_faults(struct cuflag_client *c)
 {
-	int outstanding = 0;
-
-	if (!c->cuda_probe || pthread_mutex_trylock(&c->slots_lock))
-		return c->cuda_probe != NULL;
+	if (pthread_mutex_trylock(&c->slots_lock))
+		return; /* a resume holds the slots: at the next probe */
 	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot) {
 		uint32_t f = __atomic_load_n(s->flag, __ATOMIC_ACQUIRE);
-		if (!s->cuda || atomic_load(&s->fault) ||
-		    cuflag_tl_reached(f, atomic_load_explicit(&s->next, memory_order_relaxed)))
-			continue;
-		if (c->cuda_probe(s))
+		if (s->cuda && !atomic_load(&s->fault) &&
+		    !cuflag_tl_reached(f, atomic_load_explicit(&s->next, memory_order_relaxed)) &&
+		    c->cuda_probe(s))
 			ring(cuflag__doorbell(s));
-		else
-			outstanding = 1;
 	}
 	pthread_mutex_unlock(&c->slots_lock);
-	return outstanding;
 }
 
 static int readable(int fd)
@@ -194,10 +188,12 @@ static int step(struct cuflag_client *c)
 		c->refusal = 0;
 		cuflag__dispatch_watch(c);
 	}
-	if (c->probe_ns && now >= c->probe_ns)
-		c->probe_ns = 0;
-	if (!c->probe_ns && probe_faults(c))
+	/* Once the client signalled from CUDA, as often as a blocking wait
+	 * probes: the loop does not say which slots it awaits. */
+	if (c->cuda_probe && now >= c->probe_ns) {
+		probe_faults(c);
 		c->probe_ns = now + FAULT_PROBE_MS * 1000000ull;
+	}
 	if (!c->gone_ns) {
 		if (!cuflag__daemon_gone(c))
 			return 0;
@@ -272,7 +268,7 @@ CUFLAG_EXPORT int cuflag_client_dispatch_timeout(cuflag_client *c, int *timeout_
 	if (cuflag__forked(c))
 		return -ECHILD;
 	pthread_mutex_lock(&c->dispatch_lock);
-	if (c->probe_ns)
+	if (c->cuda_probe)
 		at = c->probe_ns;
 	if (c->gone_ns) {
 		at = c->look_ns < at ? c->look_ns : at;

@@ -50,6 +50,9 @@ _PROTOTYPES = {
     "cuflag_reconnect": (ctypes.c_int, [client_p]),
     "cuflag_client_set_resume_timeout": (ctypes.c_int, [client_p, ctypes.c_int]),
     "cuflag_client_epoch": (ctypes.c_uint64, [client_p]),
+    "cuflag_client_dispatch_fd": (ctypes.c_int, [client_p]),
+    "cuflag_client_dispatch": (ctypes.c_int, [client_p]),
+    "cuflag_client_dispatch_timeout": (ctypes.c_int, [client_p, ctypes.POINTER(ctypes.c_int)]),
     "cuflag_version": (ctypes.c_char_p, []),
 }
 

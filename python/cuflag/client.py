@@ -4,8 +4,10 @@
 import asyncio
 import ctypes
 import errno
+import functools
 import math
 import os
+import select
 import threading
 import weakref
 
@@ -16,8 +18,8 @@ from . import stream as _stream
 from .slot import Slot
 
 # How long synchronize() and synchronize_async() look at the flag before
-# they block, by default; an await spins only while nothing else in its loop
-# is ready and no other await of the client is outstanding. Chosen on an
+# they block, by default; an await spins only while no other await of the
+# client is outstanding in its loop. Chosen on an
 # H200 with examples/python/serve.py (docs/BENCHMARKS.md): work that
 # completes within it costs neither a daemon wake-up nor a loop turn.
 DEFAULT_SPIN_US = 50
@@ -32,29 +34,19 @@ class _Connection:
     """The library's client handle, shared by the finalizers of a Client
     and of its slots, so that they are safe in whatever order the garbage
     collector runs them: a slot is released only while the client is
-    still connected (disconnecting frees every slot).
+    still connected (disconnecting frees every slot). The lock keeps a
+    resume made in a worker thread (reconnect_async()) and the disconnect
+    apart."""
 
-    It also owns the duplicates of the daemon connection that event loops
-    watch for the hang-up (aio._Hangup): they are closed before the client
-    disconnects, or the daemon would go on serving a client that has gone.
-    The lock keeps a resume made in a worker thread and the disconnect
-    apart (busy), and the duplicates' bookkeeping consistent (lock), without
-    making the loop wait for a resume to make a duplicate."""
-
-    __slots__ = ("ptr", "lock", "busy", "dups")
+    __slots__ = ("ptr", "busy")
 
     def __init__(self, ptr):
         self.ptr = ptr
-        self.lock = threading.Lock()
         self.busy = threading.Lock()
-        self.dups = set()
 
     def disconnect(self):
-        with self.busy, self.lock:
+        with self.busy:
             ptr, self.ptr = self.ptr, None
-            for fd in self.dups:
-                os.close(fd)
-            self.dups.clear()
         if ptr is not None:
             _lib.lib().cuflag_disconnect(ptr)
 
@@ -79,21 +71,6 @@ class _Connection:
         except KeyError:
             return
         self.release(slot_ptr)
-
-    def dup(self):
-        """A duplicate of the connection now behind the client's fd."""
-        with self.lock:
-            if self.ptr is None:
-                raise ValueError("cuflag client is closed")
-            fd = os.dup(_lib.lib().cuflag_client_fd(self.ptr))  # not inherited
-            self.dups.add(fd)
-            return fd
-
-    def close_dup(self, fd):
-        with self.lock:
-            if fd in self.dups:
-                self.dups.discard(fd)
-                os.close(fd)
 
     def reconnect(self):
         """cuflag_reconnect(), unless the client was closed meanwhile:
@@ -150,8 +127,7 @@ class Client:
         self._fd = lib.cuflag_client_fd(ptr)  # the number stays across resumes
         self._resume_timeout = None
         self.resume_timeout = resume_timeout
-        self._hangup_watches = {}  # event loop -> its watch of the connection
-        self._awaiting = 0  # awaits of its slots outstanding (they stop spins)
+        self._dispatchers = {}  # event loop -> its aio.Dispatcher of the client
         # Slots are freed by the library when the client goes: keep track
         # of them so that none is used after that.
         self._slots = weakref.WeakSet()
@@ -198,8 +174,9 @@ class Client:
         it is new after one: an epoll (or selector) registration of the old
         connection is dropped by the kernel, so a loop that watches it must
         register it again once it saw the hang-up (and the resume:
-        ``daemon_gone`` False again). The awaits of this package do that
-        themselves."""
+        ``daemon_gone`` False again). The awaits of this package watch the
+        library's dispatch fd instead (cuflag_client_dispatch()), which
+        follows the client across resumes."""
         self._handle()
         return self._fd
 
@@ -208,7 +185,10 @@ class Client:
         """Whether the daemon behind the client's connection has hung up
         and no resume has been made since (a poll that never reads it)."""
         self._handle()
-        return aio._hung_up(self._fd)
+        p = select.poll()
+        p.register(self._fd, select.POLLRDHUP)
+        return any(ev & (select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+                   for _, ev in p.poll(0))
 
     def reconnect(self):
         """Resume with the daemon now, instead of at the next call that
@@ -234,20 +214,28 @@ class Client:
         """
         self._handle()
         _lib.check(self._conn.reconnect())
-        self._resumed()
 
-    def _try_resume(self):
-        """One resume attempt, from an event loop's worker thread: 0 or a
-        negative errno."""
-        return self._conn.reconnect()
+    def _dispatcher_in(self, loop, sticky=False):
+        """The loop's driver of the library's dispatch call for this client
+        (aio.Dispatcher), made on first need."""
+        disp = self._dispatchers.get(loop)
+        if disp is None:
+            for old in [d for d in self._dispatchers.values() if d.loop.is_closed()]:
+                old.close()
+            lib = _lib.lib()
+            fd = _lib.check(lib.cuflag_client_dispatch_fd(self._handle()))
+            ms = ctypes.c_int()
 
-    def _resumed(self):
-        """Tell the event loops' watches that the connection changed."""
-        for watch in list(self._hangup_watches.values()):
-            try:
-                watch.loop.call_soon_threadsafe(watch.check)
-            except RuntimeError:
-                pass  # its loop has closed
+            def timeout():
+                _lib.check(lib.cuflag_client_dispatch_timeout(self._handle(), ctypes.byref(ms)))
+                return ms.value
+
+            disp = self._dispatchers[loop] = aio.Dispatcher(
+                loop, fd, lambda: lib.cuflag_client_dispatch(self._handle()), timeout,
+                lambda: self._dispatchers.pop(loop, None))
+            disp.ready()
+        disp.sticky |= sticky
+        return disp
 
     async def reconnect_async(self, retry_interval=0.05, timeout=None):
         """reconnect() for the running loop (in a worker thread: the loop
@@ -301,7 +289,7 @@ class Client:
         first need; an await from a second loop running at the same time
         gets its own (a slot's eventfd is watched by one loop)."""
         slot = self._streams.get(handle)
-        if slot is None or (loop is not None and aio.bound_elsewhere(slot, loop)):
+        if slot is None or (loop is not None and aio.bound_elsewhere(slot._watch, loop)):
             key = handle if slot is None else (handle, loop)
             with self._streams_lock:
                 slot = self._streams.get(key)
@@ -356,23 +344,23 @@ class Client:
         loop runs), whatever the number of coroutines awaiting the stream,
         and each wakes only once its own work is done. Before it yields it
         looks at the flag for ``spin_us`` (None: the client's ``spin_us``),
-        holding up the loop that long at most, but only while nothing else
-        in the loop is ready to run and no other await of the client is
-        outstanding (then it would hold up their completions, and the work
-        they would queue next). Errors as synchronize():
-        TimeoutError once ``timeout`` seconds pass, OSError(EIO) when a
-        device fault stopped the work (the stream is checked every 100 ms
-        while awaited). It carries on across daemon restarts, as
+        holding up the loop that long at most, but only while no other
+        await of the client is outstanding in the loop (then it would hold
+        up their completions, and the work they would queue next). Errors
+        as synchronize(): TimeoutError once ``timeout`` seconds pass,
+        OSError(EIO) when a device fault stopped the work (the library
+        probes the stream while work is outstanding, at the timeouts of its
+        dispatch call). It carries on across daemon restarts, as
         Slot.wait_async() does; the signal is an arm(), which blocks while
         the daemon is away and the arm queue is full.
         """
         spin_us = self._spin(spin_us)
         slot, target = self._signal_stream(stream, asyncio.get_running_loop())
-        if timeout is None:
-            await aio.wait(slot, target, spin_us, sticky=True)
-            return
+        # The readers stay while the loop runs: a stream is awaited again and again.
+        doorbell = functools.partial(slot._doorbell_in, sticky=True)
+        dispatcher = functools.partial(self._dispatcher_in, sticky=True)
         async with asyncio.timeout(timeout):
-            await aio.wait(slot, target, spin_us, sticky=True)
+            await aio.wait(slot, target, spin_us, doorbell, dispatcher)
 
     def close(self):
         """Release every slot and group and hang up. Every Slot and Group
@@ -381,8 +369,8 @@ class Client:
         _group.forget_all(self._groups)
         for slot in list(self._slots):
             slot._forget()
-        for watch in list(self._hangup_watches.values()):
-            watch.close(ValueError("cuflag client is closed"))
+        for disp in list(self._dispatchers.values()):
+            disp.close(ValueError("cuflag client is closed"))
         self._finalizer()
 
     def __enter__(self):

@@ -66,7 +66,7 @@ class Group:
         self._slots = {}  # handle (int) -> Slot, to name what a drain returns
         self._pending = {}  # slots with a tally to hand out, in order
         self._records = (_lib.Completion * _BATCH)()
-        self._watch = None  # the event-loop reader, while something awaits
+        self._watch = None  # the event loop's aio.Doorbell, while something awaits
 
     def _handle(self):
         if self._held.ptr is None:
@@ -116,7 +116,7 @@ class Group:
             self._slots.pop(slot._ptr.value, None)
             self._pending.pop(slot, None)
         if self._watch is not None:
-            self._watch.drop(slot)
+            self._watch.wake(lambda s, _: s is slot, ValueError("cuflag slot is released"))
 
     def _take_from_library(self, room):
         """Up to room records from the library, added to the tallies of their
@@ -216,16 +216,42 @@ class Group:
         n = slot.consume()
         return [Completion(slot, n)] if n else []
 
+    def _doorbell_in(self, loop, sticky=False):
+        """The reader of the group's eventfd in loop, made on first need."""
+        self._handle()
+        self._watch = aio.doorbell_for(self._watch, loop, "group", self._fd, self._fill,
+                                       self._unwatched, ValueError("cuflag group is closed"),
+                                       sticky)
+        return self._watch
+
+    def _unwatched(self):
+        self._watch = None
+        # Counts read and not handed out: a drain outside the loop sees them.
+        if not self.closed:
+            self._ring_if_pending()
+
     def __aiter__(self):
-        """``async for slot, n in group``: Completion records as drain()
-        returns them, one at a time, waiting in the running loop (a reader
-        on ``fd``) between them. Several coroutines may iterate one group:
-        each record goes to one of them. It carries on across daemon
+        """``async for slot, n in group``: completions() without a timeout."""
+        return self.completions()
+
+    def completions(self, timeout=None):
+        """An async iterator of Completion records as drain() returns them,
+        one at a time, waiting in the running loop (a reader on ``fd``)
+        between them; ``timeout`` (seconds, None: none): TimeoutError once
+        that long passes with no record. Several coroutines may iterate one
+        group: each record goes to one of them. It carries on across daemon
         restarts as Slot.completions() does: ConnectionError (ENOTCONN) if
         no daemon came back within the client's ``resume_timeout``, OSError
         (ESTALE, EOPNOTSUPP) if the one that came back cannot take the
         client; nothing is lost then."""
-        return aio.group_completions(self)
+        timeout = _lib.seconds("timeout", timeout)
+
+        def first():
+            self._fill()
+            return self._pop()
+
+        return aio.counts(first, self._pop, self._doorbell_in,
+                          self._client._dispatcher_in, timeout)
 
     def _forget(self):
         """Make the group and its slots unusable; whoever calls this frees

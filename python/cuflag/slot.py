@@ -53,7 +53,7 @@ class Slot:
         self._flag = ctypes.c_uint32.from_address(lib.cuflag_slot_flag(ptr))
         self._tally = 0
         self._tally_lock = threading.Lock()
-        self._watch = None  # the event-loop reader, while something awaits
+        self._watch = None  # the event loop's aio.Doorbell, while something awaits
         if group is None:
             self._finalizer = weakref.finalize(self, client._conn.release, ptr)
         else:
@@ -302,40 +302,57 @@ class Slot:
             n, self._tally = self._tally, 0
         return n
 
+    def _doorbell_in(self, loop, sticky=False):
+        """The reader of the eventfd that signals the slot (its group's for
+        a slot of a group) in loop, made on first need."""
+        if self._group is not None:
+            return self._group._doorbell_in(loop, sticky)
+        self._handle()
+        self._watch = aio.doorbell_for(self._watch, loop, "slot", self._fd, self._read_counter,
+                                       self._unwatched, ValueError("cuflag slot is released"),
+                                       sticky)
+        return self._watch
+
+    def _unwatched(self):
+        self._watch = None
+
     async def wait_async(self, target, spin_us=0):
         """Wait in the running asyncio loop until the flag reaches
         ``target``; errors as wait(). Use asyncio.timeout() for a limit.
 
         It looks at the flag first (for ``spin_us`` microseconds, which
-        holds up the loop that long at most) and watches the eventfd only
-        when the value has not landed yet, along with the client's
-        connection (Client.fd). Should cuflagd go away, no signal comes
-        until it is back: like wait() it goes on by looking at the flag
-        itself, after sleeps growing from 50 us to 2 ms, while the loop
-        resumes the client (an attempt every 25 ms, in a worker thread);
-        then it goes back to the eventfd. It is not bounded by the
-        client's ``resume_timeout``. While it waits, the slot's last stream
-        is checked every 100 ms for a device fault (OSError EIO), as wait()
-        does."""
+        holds up the loop that long at most, and only while no other await
+        of the client is outstanding in the loop) and watches the eventfd
+        only when the value has not landed yet, the client being driven by
+        the library's dispatch call (cuflag_client_dispatch()) meanwhile.
+        Should cuflagd go away, the library resumes the client without
+        blocking the loop and, until a daemon is back, looks at the flags
+        itself and rings the eventfd of a slot whose flag moved; a device
+        fault of the slot's last stream rings it too (OSError EIO), as
+        wait() sees it. It is not bounded by the client's
+        ``resume_timeout``."""
         target = _lib.u32("target", target)
         spin_us = _lib.count("spin_us", spin_us)
         # The library's answer first, without a system call: EINVAL for a
         # value of no timeline of this slot (as wait()), or already there.
         if self._poll(target, 0):
             return
-        await aio.wait(self, target, spin_us)
+        await aio.wait(self, target, spin_us, self._doorbell_in, self._client._dispatcher_in)
 
-    def completions(self):
+    def completions(self, timeout=None):
         """An async iterator of completion counts, as consume() returns
         them, each > 0, every completion exactly once; it waits in the
         running loop between them. It carries on across daemon restarts:
-        while cuflagd is away, the loop resumes the client, and what landed
-        meanwhile is counted once the next daemon signals it. If none comes
-        back within the client's ``resume_timeout`` it raises
+        while cuflagd is away, the library resumes the client, and what
+        landed meanwhile is counted once the next daemon signals it. If
+        none came back within the client's ``resume_timeout`` it raises
         ConnectionError (ENOTCONN); if the one that came back cannot take
         the client (ESTALE, EOPNOTSUPP), OSError with that errno. Nothing
-        is lost then: a later consume() counts what a daemon signals."""
-        return aio.completions(self)
+        is lost then: a later consume() counts what a daemon signals.
+        ``timeout`` (seconds, None: none): TimeoutError once that long
+        passes with no count."""
+        return aio.counts(self.consume, self._take, self._doorbell_in,
+                          self._client._dispatcher_in, _lib.seconds("timeout", timeout))
 
     def release(self):
         """Give the slot back to the daemon and close its eventfd (a slot

@@ -137,7 +137,7 @@ class AsyncioTest(DaemonTestCase):
                         await slot.wait_async(target)
                 await asyncio.sleep(0)
                 self.assertIsNone(slot._watch)
-                self.assertEqual(self.client._hangup_watches, {})
+                self.assertEqual(self.client._dispatchers, {})
                 # The slot still works after the abandoned wait.
                 slot.store(target)
                 await slot.wait_async(target)

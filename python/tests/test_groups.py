@@ -126,6 +126,34 @@ class GroupTest(GroupTestBase):
     def test_drain_shuffled(self):
         self.check_drain()
 
+    def test_async_for_timeout(self):
+        """completions(timeout) hands out what comes and raises TimeoutError
+        once that long passes with nothing; the group works on."""
+        with self.client.group() as group:
+            slot = group.acquire()
+            for bad in (-1, float("nan")):
+                with self.assertRaises(ValueError):
+                    group.completions(timeout=bad)
+
+            async def main():
+                loop = asyncio.get_running_loop()
+                target = slot.arm()
+                loop.call_later(0.01, slot.store, target)
+                got = []
+                started = None
+                with self.assertRaises(TimeoutError):
+                    async for record in group.completions(timeout=0.1):
+                        got.append(record)
+                        started = loop.time()
+                self.assertEqual(got, [(slot, 1)])
+                self.assertGreaterEqual(loop.time() - started, 0.09)
+                target = slot.arm()
+                loop.call_later(0.01, slot.store, target)
+                async with asyncio.timeout(TIMEOUT_S):
+                    self.assertEqual(await first(group), (slot, 1))
+
+            asyncio.run(main())
+
     def test_async_for_several_coroutines(self):
         per_iterator = self.check_async_for()
         print(f"records per iterator: {per_iterator}")

@@ -361,7 +361,8 @@ CUFLAG_API int cuflag_client_set_resume_timeout(cuflag_client *c, int timeout_ms
  * eventfd of a slot (or of its group) whose flag moved, so that the loop's
  * waits on slot and group eventfds wake and find the value landed. A slot
  * signalled from CUDA with work outstanding is probed for a device fault at
- * the timeouts too; a fault rings its eventfd and its waits see -EIO.
+ * the timeouts too (once the client signalled from CUDA, the timeout is at
+ * most 100 ms); a fault rings its eventfd and its waits see -EIO.
  * Once cuflag_client_dispatch_fd() was called, cuflag_slot_consume() and
  * cuflag_group_drain() that find the daemon gone never wait for a resume
  * attempt either: they take one step of the dispatcher's.
@@ -403,8 +404,9 @@ CUFLAG_API int cuflag_client_dispatch(cuflag_client *c);
  * cuflag_client_dispatch_timeout() - how long the loop may wait on the fd
  * of cuflag_client_dispatch_fd() before it calls cuflag_client_dispatch().
  * @timeout_ms: receives the milliseconds (0: call it now), or -1 when only
- *              the fd's readiness calls for it (a daemon serves, no CUDA
- *              work to probe); poll(2) and epoll_wait(2) take it as it is.
+ *              the fd's readiness calls for it (a daemon serves, and the
+ *              client never signalled from CUDA); poll(2) and
+ *              epoll_wait(2) take it as it is.
  * Return: 0, or -EINVAL (NULL), -ECHILD.
  */
 CUFLAG_API int cuflag_client_dispatch_timeout(cuflag_client *c, int *timeout_ms);
