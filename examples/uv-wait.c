@@ -6,7 +6,10 @@
  * counter says how many of that slot's armed values have landed since it
  * was last read. Here a thread plays the GPU and completes ROUNDS values on
  * each of NSLOTS slots in random order; the loop must count each slot's
- * completions exactly.
+ * completions exactly. The client's own work (the daemon's hang-up, resuming
+ * with the next one, looking at the flags while none runs) is the library's:
+ * the loop watches its dispatch fd and calls cuflag_client_dispatch() when
+ * that is readable and when the library's timeout runs out.
  *
  * Usage: uv-wait [SOCKET]   (default: $CUFLAG_SOCKET, else cuflagd's own)
  * Exit status: 0 when every completion was counted exactly once.
@@ -34,6 +37,9 @@ struct watch {
 
 struct app {
 	struct watch w[NSLOTS];
+	cuflag_client *c;
+	uv_poll_t dispatch_fd;
+	uv_timer_t dispatch_timer;
 	uv_timer_t timer; /* the deadline, then the quiet period */
 	uint64_t remaining;
 	int failed;
@@ -43,7 +49,38 @@ static void stop_all(struct app *a)
 {
 	for (unsigned i = 0; i < NSLOTS; i++)
 		uv_close((uv_handle_t *)&a->w[i].poll, NULL);
+	uv_close((uv_handle_t *)&a->dispatch_fd, NULL);
+	uv_close((uv_handle_t *)&a->dispatch_timer, NULL);
 	uv_close((uv_handle_t *)&a->timer, NULL);
+}
+
+static void on_dispatch_timer(uv_timer_t *t);
+
+/* Let the library do what the connection needs, then wait as it says. */
+static void dispatch(struct app *a)
+{
+	int ms, rc = cuflag_client_dispatch(a->c);
+
+	/* While no daemon serves, the library keeps trying; the slots'
+	 * eventfds ring for flags that land meanwhile. */
+	if (rc && rc != -EAGAIN && rc != -ENOTCONN)
+		fprintf(stderr, "uv-wait: dispatch: %s\n", strerror(-rc));
+	if (cuflag_client_dispatch_timeout(a->c, &ms) == 0 && ms >= 0)
+		uv_timer_start(&a->dispatch_timer, on_dispatch_timer, (uint64_t)ms, 0);
+	else
+		uv_timer_stop(&a->dispatch_timer);
+}
+
+static void on_dispatch_timer(uv_timer_t *t)
+{
+	dispatch(t->data);
+}
+
+static void on_dispatch_fd(uv_poll_t *p, int status, int events)
+{
+	(void)status;
+	(void)events;
+	dispatch(p->data);
 }
 
 static void on_quiet_over(uv_timer_t *t)
@@ -114,7 +151,16 @@ int main(int argc, char **argv)
 	if (rc)
 		return fail("acquire", -rc);
 	loop->data = &a;
+	a.c = c;
 	a.remaining = (uint64_t)NSLOTS * ROUNDS;
+	rc = cuflag_client_dispatch_fd(c);
+	if (rc < 0 || (rc = uv_poll_init(loop, &a.dispatch_fd, rc)))
+		return fail("dispatch fd", -rc);
+	a.dispatch_fd.data = &a;
+	uv_poll_start(&a.dispatch_fd, UV_READABLE, on_dispatch_fd);
+	uv_timer_init(loop, &a.dispatch_timer);
+	a.dispatch_timer.data = &a;
+	dispatch(&a);
 	for (unsigned i = 0; i < NSLOTS; i++) {
 		a.w[i].slot = slots[i];
 		rc = uv_poll_init(loop, &a.w[i].poll, cuflag_slot_fd(slots[i]));
