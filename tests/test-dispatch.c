@@ -198,6 +198,8 @@ TEST(restarts_by_dispatch_alone)
 		turn(&l, 20);
 	CHECK(l.rc == -ENOTCONN);
 	CHECK_MSG(l.slowest_ns < 50000000u, "a dispatch took %.1f ms", l.slowest_ns / 1e6);
+	printf("dispatch: a silent listener for 300 ms, the longest dispatch %.3f ms\n",
+	       l.slowest_ns / 1e6);
 	close(lsn);
 	unlink(a.sock);
 
