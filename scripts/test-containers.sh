@@ -16,7 +16,8 @@ set -eu
 cd "$(dirname "$0")/.."
 skip() { echo "containers: $*: skipped"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "not root"
-for t in buildah podman debootstrap python3; do
+# (catatonit: podman's pause container of a pod is built from it.)
+for t in buildah podman debootstrap python3 catatonit; do
 	command -v $t >/dev/null 2>&1 || skip "$t not installed"
 done
 python3 -c 'import yaml' 2>/dev/null || skip "python3-yaml not installed"
@@ -102,8 +103,29 @@ pod = {"apiVersion": "v1", "kind": "Pod",
        "spec": spec}
 yaml.safe_dump(pod, open(out, "w"))
 PY
-podman kube play "$work/pod.yaml" >"$work/play.log" 2>&1 ||
-	{ cat "$work/play.log"; echo "containers: podman kube play failed"; exit 1; }
+# podman asks for 1048576 open files and as many processes by default: no
+# more than this machine's hard limits (a container or CI runner may have less).
+lim() { # the hard limit named $1 in /proc/self/limits
+	awk -v n="$1" 'index($0, n) == 1 { v = $(NF - 1); print v == "unlimited" ? 1048576 : v }' \
+		/proc/self/limits
+}
+nofile=$(lim "Max open files")
+nproc=$(lim "Max processes")
+printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=%s:%s"]\n' \
+	"$nofile" "$nofile" "$nproc" "$nproc" >"$work/containers.conf"
+export CONTAINERS_CONF="$work/containers.conf"
+# A runtime this machine does not let set up a container (rlimits, namespaces
+# refused: a sandbox, a nested container) is the machine's limit, not ours.
+if ! podman run --rm --entrypoint /bin/true "$image" >"$work/run.log" 2>&1; then
+	skip "podman cannot start a container here: $(grep -o 'crun: .*' "$work/run.log" | head -n 1)"
+fi
+if ! podman kube play "$work/pod.yaml" >"$work/play.log" 2>&1; then
+	cat "$work/play.log"
+	grep -q 'OCI permission denied' "$work/play.log" &&
+		skip "podman cannot start the pod here: $(grep -o 'crun: [^"]*' "$work/play.log" | head -n 1)"
+	echo "containers: podman kube play failed"
+	exit 1
+fi
 daemon=$pod-cuflagd
 ready() { podman exec "$daemon" cuflagctl --socket /run/cuflagd/cuflagd.sock status >/dev/null 2>&1; }
 i=0
