@@ -140,11 +140,13 @@ static ssize_t read_proc(pid_t pid, const char *name, char *buf, size_t n)
 	return r;
 }
 
-/* Whether the process the pidfd (or, without one, the pid) names is alive. */
+/* Whether the process the pidfd (or, without one, the pid) names is alive:
+ * signal 0 checks without sending; EPERM (another user's process, the
+ * daemon's case) says it exists, ESRCH that it is gone. */
 static int still_alive(int pidfd, pid_t pid)
 {
 	if (pidfd >= 0)
-		return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
+		return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 || errno == EPERM;
 	return kill(pid, 0) == 0 || errno == EPERM;
 }
 
