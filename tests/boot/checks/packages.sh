@@ -80,6 +80,7 @@ loaded=$(systemctl list-units --all --no-legend --plain 'cuflagd*')
 [ -z "$loaded" ] || { echo "$loaded"; fail "units still loaded"; }
 refuse "no user cuflag left" getent passwd cuflag
 refuse "no group cuflag left" getent group cuflag
+refuse "no group cuflag-admin left" getent group cuflag-admin
 [ ! -e $sock ] || fail "$sock left"
 [ ! -e /run/cuflagd ] || fail "/run/cuflagd left"
 grep -qx cuflagd /proc/[0-9]*/comm 2>/dev/null && fail "a cuflagd process is left"
