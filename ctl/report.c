@@ -66,6 +66,7 @@ static const struct field stats_fields[] = {
 	S(parked_ns, "parked", K_NS, 0),
 	S(sleeping_ns, "sleeping", K_NS, 0),
 	S(spinning_ns, "spinning", K_NS, 0),
+	S(timer_late_ns, "timer lateness", K_NS, 0),
 };
 #undef S
 

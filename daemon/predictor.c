@@ -6,9 +6,9 @@ void predict_armed(struct slot_timing *t, uint64_t now_ns)
 	t->since_ns = now_ns;
 }
 
-uint64_t predict_completed(struct slot_timing *t, uint64_t prev_look_ns, uint64_t now_ns)
+uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t now_ns)
 {
-	uint64_t seen = prev_look_ns > t->since_ns ? prev_look_ns : now_ns;
+	uint64_t seen = planned_ns > t->since_ns && planned_ns < now_ns ? planned_ns : now_ns;
 	uint64_t d = seen > t->since_ns ? seen - t->since_ns : 0;
 
 	if (t->lat_ns) {

@@ -51,14 +51,15 @@ struct timer_lateness {
 void predict_armed(struct slot_timing *t, uint64_t now_ns);
 
 /*
- * The flag of t's slot was seen advanced by the pass at now_ns. prev_look_ns:
- * when the pass before looked and saw nothing; where the scanner slept in
- * between, the flag may have landed any time after that, and the earlier
+ * The flag of t's slot was seen advanced by the pass at now_ns. planned_ns:
+ * when the scanner meant to look, where its timer woke it late (else now_ns):
+ * the flag most likely landed while the timer was late, and the earlier
  * time is learned, so that a guess that woke the scanner late shrinks until
- * a wake comes before the flag. More remains armed: awaited from now.
+ * a wake comes before the flag. (Not the look before the sleep: that would
+ * learn the whole sleep as the error.) More remains armed: awaited from now.
  * Returns the duration learned.
  */
-uint64_t predict_completed(struct slot_timing *t, uint64_t prev_look_ns, uint64_t now_ns);
+uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t now_ns);
 
 /* Seed a new slot's history from one of the same client's (its kernels are
  * likely the same): its mean, and a spread of at least an eighth of it. */

@@ -397,6 +397,7 @@ static int req_stats(struct server *srv, struct session *s, struct request *req)
 	r.parked_ns = st.parked_ns;
 	r.sleeping_ns = st.sleeping_ns;
 	r.spinning_ns = st.spinning_ns;
+	r.timer_late_ns = st.timer_late_ns;
 	snprintf(r.daemon_version, sizeof(r.daemon_version), "%s", CUFLAG_VERSION);
 	return req_reply_ok(s, req, &r, sizeof(r), NULL, 0);
 }

@@ -43,7 +43,8 @@ struct scanner {
 
 	/* The pass and the idle policy. */
 	uint64_t now;            /* this pass's clock */
-	uint64_t prev_look;      /* the pass before's */
+	uint64_t planned;        /* when the wait before this pass was to end, where
+				  * its timer ended it late (0: it was not) */
 	uint64_t seen_now;       /* metrics: when this pass saw its first completion, 0: not yet */
 	uint64_t look_at;        /* earliest time a pending slot is to be looked at */
 	uint64_t pass_no;        /* this pass's number, from 1 */
@@ -56,6 +57,7 @@ struct scanner {
 	/* Counters (written by the scanner, read by anyone). */
 	_Atomic uint64_t passes, completions, parks, armed, bad_arms;
 	_Atomic uint64_t wakeups, sleeps, parked_ns, sleeping_ns;
+	_Atomic uint64_t late_ns; /* late.mean_ns, for the main thread */
 	/* The block in progress: since then (0: none), and whether timed. */
 	_Atomic uint64_t block_since_ns;
 	_Atomic int block_timed;

@@ -203,7 +203,8 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 					lhist_clock(&sc->seen_now), due);
 		if (sc->t.idle.mode == SCANNER_ADAPTIVE) {
 			idle_note_done(&sc->idle,
-				       predict_completed(&s->timing, sc->prev_look, sc->now));
+				       predict_completed(&s->timing, sc->planned ? sc->planned : sc->now,
+							 sc->now));
 			s->sess->hint = s->timing;
 		}
 	}
@@ -305,7 +306,6 @@ static int pass(struct scanner *sc)
 	uint64_t before = sc->npending;
 	int progress = 0;
 
-	sc->prev_look = sc->now;
 	sc->now = cuflag_now_ns();
 	sc->seen_now = 0;
 	sc->pass_no++;
@@ -330,6 +330,7 @@ static int pass(struct scanner *sc)
 		progress = 1;
 	}
 	atomic_fetch_add_explicit(&sc->passes, 1, memory_order_relaxed);
+	sc->planned = 0; /* a wait after this pass sets it for the next */
 	/* Writes carried to the next pass: it comes at once. */
 	return progress || sc->deferred;
 }
@@ -504,6 +505,7 @@ void scanner_get_stats(struct scanner *sc, struct scanner_stats *st)
 	st->sleeps = load(&sc->sleeps);
 	st->parked_ns = load(&sc->parked_ns);
 	st->sleeping_ns = load(&sc->sleeping_ns);
+	st->timer_late_ns = load(&sc->late_ns);
 	/* Blocked right now: the time so far counts too (it is added to the
 	 * totals only at the wake). */
 	since = atomic_load_explicit(&sc->block_since_ns, memory_order_acquire);

@@ -146,6 +146,7 @@ struct scanner_stats {
 	 * parked (until woken), sleeping (until a completion is due, or woken),
 	 * the rest spinning or working. */
 	uint64_t cpu_ns, wakeups, sleeps, parked_ns, sleeping_ns, spinning_ns;
+	uint64_t timer_late_ns; /* how late its timed waits end (running mean) */
 };
 
 struct scanner;

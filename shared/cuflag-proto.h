@@ -239,8 +239,9 @@ struct cuflag_msg_stats_reply {
 	uint64_t parked_ns;      /* time parked until woken */
 	uint64_t sleeping_ns;    /* time sleeping until a completion was due */
 	uint64_t spinning_ns;    /* the rest: passes, and spins between them */
+	uint64_t timer_late_ns;  /* how late its timed waits end, lately (running mean) */
 };
-_Static_assert(sizeof(struct cuflag_msg_stats_reply) == 184, "stats size");
+_Static_assert(sizeof(struct cuflag_msg_stats_reply) == 192, "stats size");
 _Static_assert(offsetof(struct cuflag_msg_stats_reply, daemon_version) == 112, "stats ver");
 _Static_assert(offsetof(struct cuflag_msg_stats_reply, scanner_cpu_ns) == 136, "stats cpu");
 _Static_assert(offsetof(struct cuflag_msg_stats_reply, spinning_ns) == 176, "stats spin");

@@ -130,12 +130,17 @@ START_TEST(test_late_seen_completion_shrinks_the_guess)
 	struct slot_timing s = learned(500 * US, 20, &t);
 	uint64_t lat = s.lat_ns;
 
-	/* Seen at the first look after a sleep that began at 300 us: it may
-	 * have landed any time since, and 300 us is learned. */
+	/* Seen at the first look after a sleep planned to end at 480 us that
+	 * its timer ended at 520 us: it most likely landed meanwhile, and
+	 * 480 us is learned. */
 	predict_armed(&s, t);
-	predict_completed(&s, t + 300 * US, t + 520 * US);
+	ck_assert_uint_eq(predict_completed(&s, t + 480 * US, t + 520 * US), 480 * US);
 	ck_assert_uint_lt(s.lat_ns, lat);
 	ck_assert_uint_eq(s.since_ns, t + 520 * US);
+	/* Seen while spinning: exactly. */
+	predict_armed(&s, t + 1 * MS);
+	ck_assert_uint_eq(predict_completed(&s, t + 1 * MS + 500 * US, t + 1 * MS + 500 * US),
+			  500 * US);
 }
 END_TEST
 

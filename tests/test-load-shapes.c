@@ -213,10 +213,11 @@ static void all_shapes(const char *mode)
 	printf("load shapes (%s): four clients with periods of their own exact\n", mode);
 	daemon_stats(&d, &st);
 	printf("load shapes (%s): scanner %.3f s of CPU, %llu wake-ups (%llu from sleeps), "
-	       "%.2f s parked, %.2f s sleeping, %.2f s spinning\n",
+	       "%.2f s parked, %.2f s sleeping, %.2f s spinning, timer %.1f us late\n",
 	       mode, (double)st.scanner_cpu_ns / 1e9, (unsigned long long)st.scanner_wakeups,
 	       (unsigned long long)st.scanner_sleeps, (double)st.parked_ns / 1e9,
-	       (double)st.sleeping_ns / 1e9, (double)st.spinning_ns / 1e9);
+	       (double)st.sleeping_ns / 1e9, (double)st.spinning_ns / 1e9,
+	       (double)st.timer_late_ns / 1e3);
 	CHECK(st.scanner_mode == (strcmp(mode, "spin") ? 1u : 0u));
 	/* The adaptive scanner slept and woke; the spinning one never sleeps
 	 * while work is in flight that progresses. */
