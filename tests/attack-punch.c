@@ -121,9 +121,9 @@ static void attacker_main(void *arg)
 		close(sock);
 
 	/* A daemon that never drops them (before the defence) is not waited
-	 * for after 20 in a row, so that the 6000 sessions still happen. */
+	 * for after 5 in a row, so that the 6000 sessions still happen. */
 	for (int i = 0, missed = 0; i < SESSIONS && cuflag_now_ns() < end;) {
-		int kept = -1, rc = punched_session(&kept, missed < 20 ? 2000 : 0);
+		int kept = -1, rc = punched_session(&kept, missed < 5 ? 1000 : 0);
 		/* Its sessions still being torn down count against its regions. */
 		if (rc == -EUSERS) {
 			atomic_fetch_add(&pc->users, 1);
