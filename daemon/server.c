@@ -167,7 +167,7 @@ static void refuse_connection(struct server *srv, int fd, const struct ucred *c,
 {
 	struct user *u = user_get(&srv->users, c->uid, cuflag_now_ms());
 
-	if (!u || user_log_ok(u))
+	if (!u || user_log_ok(u, LOG_WARNING))
 		log_warn("connection from pid=%d uid=%u refused: %s (%u open)", (int)c->pid,
 			 (unsigned)c->uid, why, srv->users.total[USER_CONNS]);
 	user_put(&srv->users, u);

@@ -66,7 +66,7 @@ struct session {
  * (users.h), so that no user can flood the journal. */
 #define ulog(prio, s, fmt, ...)                                                            \
 	do {                                                                               \
-		if ((prio) <= cuflagd_log_level && user_log_ok((s)->user))                \
+		if ((prio) <= cuflagd_log_level && user_log_ok((s)->user, prio))                \
 			slog(prio, s, fmt, ##__VA_ARGS__);                                 \
 	} while (0)
 

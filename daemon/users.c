@@ -38,8 +38,9 @@ struct user *user_get(struct users *t, uid_t uid, uint64_t now_ms)
 	u->uid = uid;
 	u->refs = 1;
 	u->rate = (struct rate_bucket){ .tokens = t->rate, .at_ms = now_ms };
-	u->rl = (struct cuflagd_ratelimit){ .interval_ms = USER_LOG_INTERVAL_MS,
-					    .burst = USER_LOG_BURST };
+	for (int k = 0; k < 2; k++)
+		u->rl[k] = (struct cuflagd_ratelimit){ .interval_ms = USER_LOG_INTERVAL_MS,
+						       .burst = USER_LOG_BURST };
 	u->scan.max_pending = uid == 0 ? UINT32_MAX : t->max_pending;
 	u->next = *b;
 	*b = u;
@@ -92,28 +93,30 @@ const char *users_refusal_why(enum user_res r, enum user_refusal why)
 }
 
 /* The line that says what was held back, once its window is over. */
-static void log_suppressed(struct user *u, uint64_t now)
+static void log_suppressed(struct user *u, struct cuflagd_ratelimit *rl, uint64_t now)
 {
-	if (now - u->rl.window_start_ms < u->rl.interval_ms)
+	if (now - rl->window_start_ms < rl->interval_ms)
 		return;
-	if (u->rl.suppressed)
-		cuflagd_log(LOG_WARNING, "%u lines suppressed for uid %u", u->rl.suppressed,
-			    (unsigned)u->uid);
-	u->rl.window_start_ms = now;
-	u->rl.used = 0;
-	u->rl.suppressed = 0;
+	if (rl->suppressed)
+		cuflagd_log(LOG_WARNING, "%u %s lines suppressed for uid %u", rl->suppressed,
+			    rl == &u->rl[1] ? "warning" : "notice", (unsigned)u->uid);
+	rl->window_start_ms = now;
+	rl->used = 0;
+	rl->suppressed = 0;
 }
 
-int user_log_ok(struct user *u)
+int user_log_ok(struct user *u, int prio)
 {
+	struct cuflagd_ratelimit *rl = &u->rl[prio <= LOG_WARNING];
+
 	if (u->uid == 0)
 		return 1; /* trusted, as everywhere: its lines are the operator's */
-	log_suppressed(u, cuflag_now_ms());
-	if (u->rl.used < u->rl.burst) {
-		u->rl.used++;
+	log_suppressed(u, rl, cuflag_now_ms());
+	if (rl->used < rl->burst) {
+		rl->used++;
 		return 1;
 	}
-	u->rl.suppressed++;
+	rl->suppressed++;
 	return 0;
 }
 
@@ -122,8 +125,10 @@ void users_tick(struct users *t, uint64_t now_ms)
 	for (unsigned i = 0; i < USERS_BUCKETS; i++)
 		for (struct user **p = &t->bucket[i]; *p;) {
 			struct user *u = *p;
-			log_suppressed(u, now_ms);
-			if (u->refs || now_ms - u->idle_since_ms < USER_KEEP_MS || u->rl.suppressed) {
+			log_suppressed(u, &u->rl[0], now_ms);
+			log_suppressed(u, &u->rl[1], now_ms);
+			if (u->refs || now_ms - u->idle_since_ms < USER_KEEP_MS || u->rl[0].suppressed ||
+			    u->rl[1].suppressed) {
 				p = &u->next;
 				continue;
 			}

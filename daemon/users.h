@@ -41,8 +41,10 @@ struct user {
 	uint32_t held[USER_NRES];
 	uint64_t idle_since_ms; /* refs fell to 0 then: reaped a while later */
 	struct rate_bucket rate; /* requests of all its connections */
-	/* Lines its clients can cause, over all its connections (user_log_ok). */
-	struct cuflagd_ratelimit rl;
+	/* Lines its clients can cause, over all its connections (user_log_ok):
+	 * notices and below, warnings and above, each its own budget, so that
+	 * "connected" lines never hide a drop. */
+	struct cuflagd_ratelimit rl[2];
 	struct scanner_user scan;
 	struct user *next; /* hash chain */
 };
@@ -94,9 +96,10 @@ struct user *user_find(struct users *t, uid_t uid);
  * scanner no longer refers to it (its sessions were handed back). */
 void user_put(struct users *t, struct user *u);
 
-/* Whether a line a client of u caused may be logged: 20 a second per user,
- * whatever the connection (root: all). */
-int user_log_ok(struct user *u);
+/* Whether a line of priority prio a client of u caused may be logged: 20
+ * warnings (and worse) and 20 other lines a second per user, whatever the
+ * connection (root: all). */
+int user_log_ok(struct user *u, int prio);
 
 /* Each tick: say how many lines of each user were held back, and free the
  * entries nobody referred to for a while. */
