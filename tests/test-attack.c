@@ -35,6 +35,7 @@ static const struct {
 	{ "linger", attack_linger, no_args },
 	{ "many-fds", attack_many_fds, no_args },
 	{ "flood", attack_flood, no_args },
+	{ "cheap-writes", attack_cheap_writes, no_args },
 	{ "blocking", attack_blocking, many_sessions },
 	{ "kept-memfds", attack_kept_memfds, no_args },
 	{ "region-twice", attack_region_twice, no_args },
