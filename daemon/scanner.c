@@ -74,6 +74,10 @@ int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_c
 		ss->head_local = tail;
 		return 0;
 	}
+	/* The arms are stamped with the clock as they are taken, not as the
+	 * pass began: a scanner preempted in between would date them before
+	 * they were made (one read per queue with arms in it). */
+	sc->now = cuflag_now_ns();
 	for (; head != tail; head++) {
 		struct cuflag_arm a;
 		const volatile struct cuflag_arm *e = &ss->queue[head & mask];
