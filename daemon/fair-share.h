@@ -12,6 +12,11 @@
  * paid back over the passes that follow, while everyone else is served.
  * So one user's many cheap writes (or few costly ones) delay another user's
  * wake by about a quantum per pass, however many slots it holds.
+ *
+ * What the user's writes cost is still charged to its write budget
+ * (budget.h), summed per round: the passes from one in which it was served
+ * in full to the next such, so that writes carried over several passes are
+ * summed as the one pass they would have been without the share.
  */
 #ifndef CUFLAGD_FAIR_SHARE_H
 #define CUFLAGD_FAIR_SHARE_H
@@ -22,17 +27,25 @@
 
 struct fair_share {
 	int64_t credit_ns;
-	uint64_t pass; /* the pass credit_ns was topped up for */
+	uint64_t pass;  /* the pass credit_ns was topped up for */
+	uint64_t round; /* advances with each pass after one that carried none */
+	int carried;    /* a write of this pass was carried to the next */
 };
 
 /* Whether the user may make a write in pass number pass. */
 static inline int share_may_write(struct fair_share *s, uint64_t pass, int64_t quantum_ns)
 {
 	if (s->pass != pass) {
+		if (!s->carried)
+			s->round++;
+		s->carried = 0;
 		s->pass = pass;
 		s->credit_ns = s->credit_ns < 0 ? s->credit_ns + quantum_ns : quantum_ns;
 	}
-	return s->credit_ns > 0;
+	if (s->credit_ns > 0)
+		return 1;
+	s->carried = 1;
+	return 0;
 }
 
 /* A write of the user's cost cost_ns. */

@@ -150,8 +150,9 @@ static enum scanner_broken efd_write(struct scanner *sc, struct scanner_user *u,
 				     uint64_t v)
 {
 	uint64_t cost;
+	/* Charged per round of the user's (fair-share.h), not per pass. */
 	enum scanner_broken why = police_write(&sc->police, u, efd, v, &sc->t.budget,
-					       sc->pass_no, &cost);
+					       u->share.round, &cost);
 
 	share_charge(&u->share, cost);
 	return why;

@@ -308,6 +308,10 @@ START_TEST(test_share_per_pass)
 		served_v++;
 	}
 	ck_assert_int_eq(served_v, 100);
+	/* A carried every pass: one round, summed for its budget; V a round
+	 * a pass. */
+	ck_assert_uint_le(a.round, 2);
+	ck_assert_uint_ge(v.round, 100);
 	ck_assert_int_ge(served_a, 300);
 	/* One 1 ms write is paid back over the next passes. */
 	ck_assert(share_may_write(&a, pass, FAIR_SHARE_QUANTUM_NS));
