@@ -16,7 +16,10 @@
  * What the user's writes cost is still charged to its write budget
  * (budget.h), summed per round: the passes from one in which it was served
  * in full to the next such, so that writes carried over several passes are
- * summed as the one pass they would have been without the share.
+ * summed as the one pass they would have been without the share. And a
+ * user whose writes have wanted more than its share for FAIR_SHARE_DROP_NS
+ * in a row (every pass carrying some: no honest burst lasts that long) is
+ * dropped as a costly writer, whatever each write cost.
  */
 #ifndef CUFLAGD_FAIR_SHARE_H
 #define CUFLAGD_FAIR_SHARE_H
@@ -24,20 +27,25 @@
 #include <stdint.h>
 
 #define FAIR_SHARE_QUANTUM_NS 50000
+#define FAIR_SHARE_DROP_NS 2000000000ull
 
 struct fair_share {
 	int64_t credit_ns;
 	uint64_t pass;  /* the pass credit_ns was topped up for */
 	uint64_t round; /* advances with each pass after one that carried none */
 	int carried;    /* a write of this pass was carried to the next */
+	uint64_t carried_since_ns; /* every pass since then carried some (0: not) */
 };
 
 /* Whether the user may make a write in pass number pass. */
 static inline int share_may_write(struct fair_share *s, uint64_t pass, int64_t quantum_ns)
 {
 	if (s->pass != pass) {
-		if (!s->carried)
+		/* Passes in between without a write of this user served it. */
+		if (!s->carried || s->pass + 1 != pass) {
 			s->round++;
+			s->carried_since_ns = 0;
+		}
 		s->carried = 0;
 		s->pass = pass;
 		s->credit_ns = s->credit_ns < 0 ? s->credit_ns + quantum_ns : quantum_ns;
@@ -46,6 +54,15 @@ static inline int share_may_write(struct fair_share *s, uint64_t pass, int64_t q
 		return 1;
 	s->carried = 1;
 	return 0;
+}
+
+/* A write of the user's was carried at now_ns: whether it has wanted more
+ * than its share for too long. */
+static inline int share_carried_too_long(struct fair_share *s, uint64_t now_ns)
+{
+	if (!s->carried_since_ns)
+		s->carried_since_ns = now_ns;
+	return now_ns - s->carried_since_ns > FAIR_SHARE_DROP_NS;
 }
 
 /* A write of the user's cost cost_ns. */

@@ -173,6 +173,8 @@ static void ring_groups(struct scanner *sc)
 			continue;
 		}
 		if (!may_write(sc, g->sess->user)) {
+			if (share_carried_too_long(&g->sess->user->share, sc->now))
+				scanner_set_broken(sc, g->sess, BROKEN_COST);
 			sc->rang[kept++] = g;
 			continue;
 		}
@@ -241,8 +243,11 @@ static int scan_slot(struct scanner *sc, struct scanner_slot *s, uint64_t lead,
 	}
 	uint32_t due = cuflag_tl_due(f, s->armed, s->signalled);
 	if (due) {
-		if (!s->group && !may_write(sc, s->sess->user))
+		if (!s->group && !may_write(sc, s->sess->user)) {
+			if (share_carried_too_long(&s->sess->user->share, sc->now))
+				scanner_set_broken(sc, s->sess, BROKEN_COST);
 			return 0; /* next pass, which comes at once */
+		}
 		enum scanner_broken why = signal_slot(sc, s, due);
 		if (why) {
 			scanner_set_broken(sc, s->sess, why);
