@@ -487,6 +487,17 @@ void scanner_stop(struct scanner *sc)
 	mailbox_kick(sc);
 	pthread_join(sc->thread, NULL);
 	mailbox_free_all(sc);
+	/* Freed slots still retiring hold their commands: the main thread will
+	 * not see them again. */
+	for (uint64_t i = 0; i < sc->npending; i++) {
+		free(sc->pending[i]->retire_cmd);
+		sc->pending[i]->retire_cmd = NULL;
+	}
+	for (uint32_t i = 0; i < sc->nsessions; i++)
+		for (uint32_t k = 0; sc->sessions[i]->waiting && k < sc->sessions[i]->layout.nslots; k++) {
+			free(sc->sessions[i]->slots[k].retire_cmd);
+			sc->sessions[i]->slots[k].retire_cmd = NULL;
+		}
 	scanner_free(sc);
 }
 
