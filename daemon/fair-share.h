@@ -26,8 +26,12 @@
 
 #include <stdint.h>
 
-#define FAIR_SHARE_QUANTUM_NS 50000
-#define FAIR_SHARE_DROP_NS 2000000000ull
+#include "budget.h"
+
+/* Scaled like the write budget's allowances in sanitizer builds, where
+ * every write runs through interceptors many times slower (budget.h). */
+#define FAIR_SHARE_QUANTUM_NS (50000 * WRITE_BUDGET_SLOWDOWN)
+#define FAIR_SHARE_DROP_NS (2000000000ull * WRITE_BUDGET_SLOWDOWN)
 
 struct fair_share {
 	int64_t credit_ns;
