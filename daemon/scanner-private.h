@@ -47,6 +47,7 @@ struct scanner {
 				  * its timer ended it late (0: it was not) */
 	uint64_t seen_now;       /* metrics: when this pass saw its first completion, 0: not yet */
 	uint64_t look_at;        /* earliest time a pending slot is to be looked at */
+	uint64_t lead;           /* this pass's lead before a due time (predictor.h) */
 	uint64_t pass_no;        /* this pass's number, from 1 */
 	uint32_t scan_from;      /* where the pass starts in the pending set */
 	int deferred;            /* a user's writes were carried to the next pass */
@@ -74,8 +75,9 @@ void mailbox_free_all(struct scanner *sc);
 /* scanner-cmds.c */
 void scanner_apply_cmds(struct scanner *sc);
 
-/* scanner-pending.c: s joins the pending set, or its user's wait list when
- * the user's share is full (may_wait; else the caller must not add it). */
+/* scanner-pending.c: pending_add puts s in the pending set (the caller has
+ * checked the user's share: pending_user_full); pending_add_or_wait puts it
+ * on its user's wait list instead when the share is full. */
 void pending_add(struct scanner *sc, struct scanner_slot *s);
 void pending_add_or_wait(struct scanner *sc, struct scanner_slot *s);
 void pending_del(struct scanner *sc, struct scanner_slot *s);

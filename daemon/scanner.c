@@ -292,7 +292,7 @@ static uint64_t scan_range(struct scanner *sc, uint64_t from, uint64_t to, uint6
 static uint64_t scan_pending(struct scanner *sc)
 {
 	uint64_t total = 0, from = sc->scan_from < sc->npending ? sc->scan_from : 0;
-	uint64_t lead = predict_lead_ns(&sc->late), at;
+	uint64_t lead = sc->lead = predict_lead_ns(&sc->late), at;
 
 	sc->look_at = UINT64_MAX;
 	sc->deferred = 0;
@@ -365,7 +365,7 @@ static void *scanner_main(void *arg)
 		}
 		progress = pass(sc);
 		d = idle_decide(&sc->t.idle, &sc->idle, sc->now, sc->npending, progress,
-				sc->look_at, predict_lead_ns(&sc->late));
+				sc->look_at, sc->lead);
 		if (d.action == IDLE_SPIN)
 			cuflag_cpu_relax();
 		else if (d.action == IDLE_NAP)
