@@ -176,8 +176,6 @@ static inline uint64_t bench_rand(uint64_t *s)
 
 /* stats.c */
 void bench_sleep_ns(uint64_t ns);
-double bench_percentile(const double *sorted, size_t n, double p);
-void bench_sort(double *v, size_t n);
 /* Sort a row's samples and fill p50/p90/p99/max (0 when empty). */
 struct bench_pcts {
 	double p50, p90, p99, max;

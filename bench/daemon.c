@@ -3,7 +3,7 @@
  * The daemon under test: spawn cuflagd on a private socket with an explicit
  * --spin-us and wait until it accepts a connection (never a fixed sleep), or
  * use the one at --socket. Its pid comes from SO_PEERCRED either way, so its
- * CPU time can be read from /proc/PID/stat.
+ * CPU time can be read from /proc (tests/proc-cpu.c).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -90,7 +90,7 @@ void bench_print_text(const struct bench_report *cr)
 		printf("  idle, %u clients connected, nothing armed: %.2f%% of a core over %.1f s\n",
 		       r->idle_clients, r->idle_pct, r->idle_seconds);
 	} else {
-		printf("  not measured (the daemon's /proc/PID/stat is not readable)\n");
+		printf("  not measured (the daemon's CPU time is not readable from /proc)\n");
 	}
 	printf("\nArm cost (cuflag_slot_arm, scanner awake)\n");
 	if (r->arm_1 >= 0)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Clocks, percentiles, and the rows of a report. */
+/* Clocks and the rows of a report (percentiles: tests/percentile.c). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "percentile.h"
 
 void bench_sleep_ns(uint64_t ns)
 {
@@ -18,42 +19,16 @@ void bench_sleep_ns(uint64_t ns)
 		;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-void bench_sort(double *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-}
-
-/* Nearest rank: the smallest sample with at least p% of samples at or below it. */
-double bench_percentile(const double *sorted, size_t n, double p)
-{
-	size_t rank;
-
-	if (n == 0)
-		return 0;
-	rank = (size_t)((p / 100.0) * (double)n + 0.999999);
-	if (rank < 1)
-		rank = 1;
-	if (rank > n)
-		rank = n;
-	return sorted[rank - 1];
-}
-
 struct bench_pcts bench_lat_pcts(struct bench_lat *l)
 {
 	struct bench_pcts p = { 0, 0, 0, 0 };
 
 	if (!l->n)
 		return p;
-	bench_sort(l->us, l->n);
-	p.p50 = bench_percentile(l->us, l->n, 50);
-	p.p90 = bench_percentile(l->us, l->n, 90);
-	p.p99 = bench_percentile(l->us, l->n, 99);
+	samples_sort(l->us, l->n);
+	p.p50 = samples_percentile(l->us, l->n, 50);
+	p.p90 = samples_percentile(l->us, l->n, 90);
+	p.p99 = samples_percentile(l->us, l->n, 99);
 	p.max = l->us[l->n - 1];
 	return p;
 }
@@ -144,7 +119,7 @@ int bench_dump_samples(struct bench_report *r, const char *dir)
 		if (l->failed || !l->n)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s.txt", dir, l->name);
-		bench_sort(l->us, l->n);
+		samples_sort(l->us, l->n);
 		f = fopen(path, "w");
 		if (!f) {
 			fprintf(stderr, "cuflag-bench: cannot write %s: %s\n", path, strerror(errno));

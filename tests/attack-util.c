@@ -25,6 +25,7 @@
 #include "cuflag/cuflag.h"
 #include "fdpass.h"
 #include "proto.h"
+#include "percentile.h"
 #include "unix-socket.h"
 
 struct daemon_proc attack_daemon;
@@ -405,16 +406,11 @@ void samples_add(struct samples *s, uint64_t t0, uint64_t ns, int rc)
 	}
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 void samples_figures(struct samples *s, uint64_t t0, uint64_t t1, struct figures *f)
 {
 	uint32_t n = atomic_load(&s->n);
-	uint64_t inflight = atomic_load(&s->inflight_t0), *v = malloc(sizeof(uint64_t) * (n + 1));
+	uint64_t inflight = atomic_load(&s->inflight_t0);
+	double *v = malloc(sizeof(double) * (n + 1)); /* ms */
 	unsigned k = 0;
 	uint64_t worst = 0;
 
@@ -423,7 +419,7 @@ void samples_figures(struct samples *s, uint64_t t0, uint64_t t1, struct figures
 	for (uint32_t i = 0; i < n; i++) {
 		if (s->v[i].t0 < t0 || s->v[i].t0 > t1)
 			continue;
-		v[k++] = s->v[i].ns;
+		v[k++] = (double)s->v[i].ns / 1e6;
 		if (s->v[i].rc)
 			f->failed++;
 		if (s->v[i].ns >= worst) {
@@ -433,16 +429,17 @@ void samples_figures(struct samples *s, uint64_t t0, uint64_t t1, struct figures
 	}
 	/* Still waiting: it counts for what it has waited so far. */
 	if (inflight && inflight <= t1) {
-		v[k++] = cuflag_now_ns() - inflight;
-		if (v[k - 1] >= worst)
+		uint64_t ns = cuflag_now_ns() - inflight;
+		v[k++] = (double)ns / 1e6;
+		if (ns >= worst)
 			f->max_t0 = inflight;
 	}
 	f->n = k;
 	if (k) {
-		qsort(v, k, sizeof(v[0]), cmp_u64);
-		f->p50_ms = (double)v[k / 2] / 1e6;
-		f->p99_ms = (double)v[(k * 99) / 100 < k ? (k * 99) / 100 : k - 1] / 1e6;
-		f->max_ms = (double)v[k - 1] / 1e6;
+		samples_sort(v, k);
+		f->p50_ms = samples_percentile(v, k, 50);
+		f->p99_ms = samples_percentile(v, k, 99);
+		f->max_ms = v[k - 1];
 	}
 	free(v);
 }

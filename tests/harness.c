@@ -116,24 +116,6 @@ void check_serves(const char *sock)
 	cuflag_disconnect(c);
 }
 
-double daemon_cpu_ms(const struct daemon_proc *d)
-{
-	char path[64], buf[1024];
-	unsigned long ut = 0, st = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)d->pid);
-	f = fopen(path, "r");
-	CHECK(f != NULL);
-	CHECK(fgets(buf, sizeof(buf), f) != NULL);
-	fclose(f);
-	/* Fields after the command name, which is in parentheses. */
-	char *p = strrchr(buf, ')');
-	CHECK(p != NULL);
-	CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2);
-	return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
-}
-
 size_t daemon_read_log(struct daemon_proc *d, char *buf, size_t cap)
 {
 	size_t got = 0;

@@ -32,8 +32,6 @@ void daemon_start(struct daemon_proc *d, int capture_log, const char *const *ext
 int daemon_stop(struct daemon_proc *d);
 /* Open fds of the daemon process (from /proc/PID/fd). */
 int daemon_fd_count(const struct daemon_proc *d);
-/* CPU time (user+system) the daemon used so far, in ms. */
-double daemon_cpu_ms(const struct daemon_proc *d);
 /* Read what the daemon logged so far (capture_log only), NUL-terminated. */
 size_t daemon_read_log(struct daemon_proc *d, char *buf, size_t cap);
 
