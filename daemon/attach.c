@@ -95,7 +95,7 @@ static int attach_build(struct server *srv, struct session *s, struct request *r
 	if (rc)
 		return REQ_REFUSE(rc);
 	if (registry_find_region(&srv->reg, a->region.dev, a->region.ino)) {
-		req->why = "ATTACH: a live client holds that region";
+		req->why = "ATTACH: a client holds that region (or is still being let go)";
 		return REQ_REFUSE(-EBUSY);
 	}
 	a->flags = (volatile uint32_t *)(a->region.map + srv->layout.flags_off);

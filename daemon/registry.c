@@ -60,8 +60,13 @@ void registry_each(struct registry *r, enum registry_which which,
 
 struct session *registry_find_region(struct registry *r, dev_t dev, ino_t ino)
 {
+	/* A dropped session counts until the scanner has let go of its region
+	 * (it is buried then): a resume attempt that gave up on its connection
+	 * and tries again must not have its slots adopted, and its queue read,
+	 * while the scanner may still signal them and read that queue for the
+	 * session before. */
 	for (struct session *s = r->head; s; s = s->next)
-		if (is_which(s, REG_ATTACHED) && s->region.dev == dev && s->region.ino == ino)
+		if (s->scan && s->region.dev == dev && s->region.ino == ino)
 			return s;
 	return NULL;
 }

@@ -34,7 +34,8 @@ struct session *registry_unbury(struct registry *r);
 void registry_each(struct registry *r, enum registry_which which,
 		   void (*fn)(struct session *s, void *arg), void *arg);
 
-/* The live session holding the region of file (dev, ino), or NULL. */
+/* The session holding the region of file (dev, ino), or NULL: a live one, or
+ * a dropped one the scanner has not let go of yet. */
 struct session *registry_find_region(struct registry *r, dev_t dev, ino_t ino);
 /* The live session whose region mapping holds addr, or NULL. */
 struct session *registry_find_addr(struct registry *r, const void *addr);

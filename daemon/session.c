@@ -132,13 +132,13 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 		registry_bury(&srv->reg, s);
 		return;
 	}
-	/* Adopted slots went to the scanner before the held-back ADD_SESSION:
-	 * send that first, so the DEL_SESSION below finds the usual state. */
-	if (s->adopt_cmd) {
-		s->adopt_cmd->start = atomic_load_explicit(s->scan->head, memory_order_relaxed);
-		scanner_submit(srv->sc, s->adopt_cmd);
-		s->adopt_cmd = NULL;
-	}
+	/* A resume dropped before all its slots were adopted keeps its held-back
+	 * ADD_SESSION (session_free frees it): the scanner never reads that
+	 * queue. Were it added now, its first pass would take the arms queued
+	 * for the slots not adopted yet, refuse them as not owned and move the
+	 * region's head past them, and the client's next resume would start
+	 * after arms no daemon ever signals. The DEL_SESSION below lets go of
+	 * the slots already adopted. */
 	/* The scanner may be reading the region right now: it lets go first. */
 	struct scanner_cmd *c = calloc(1, sizeof(*c));
 	if (!c) {

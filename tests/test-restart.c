@@ -6,10 +6,15 @@
  * signalled before, those that landed while no daemon ran, and those armed
  * while no daemon ran. The new daemon refuses what it must not adopt.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -21,6 +26,7 @@
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
 #include "fd-util.h"
+#include "proto.h"
 #include "test-runner.h"
 #include "unix-socket.h"
 
@@ -267,6 +273,226 @@ TEST(refusals)
 	CHECK(daemon_stop(&b) == 0);
 	printf("restart: a pipe, an unsealed or sparse memfd, a held region, a wrong wake fd, "
 	       "bad ADOPTs refused\n");
+}
+
+/* ---- resumes that stop half-way, and resumes right after one ---- */
+
+/* A region made and mapped by hand, as the library keeps it across restarts:
+ * its queue and flags written here, its head and records read here. */
+struct hand_region {
+	struct cuflag_region_layout l;
+	uint8_t *map;
+	int fd, wake;
+};
+
+static void hand_region_make(struct hand_region *r, const struct cuflag_msg_hello_reply *hr)
+{
+	cuflag_region_layout_from_reply(&r->l, hr);
+	r->fd = make_client_region(hr);
+	r->map = mmap(NULL, r->l.size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+	CHECK(r->map != MAP_FAILED);
+	r->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	CHECK(r->wake >= 0);
+}
+
+static void hand_region_free(struct hand_region *r)
+{
+	munmap(r->map, r->l.size);
+	close(r->fd);
+	close(r->wake);
+}
+
+static _Atomic uint32_t *hand_word(struct hand_region *r, uint32_t off)
+{
+	return (_Atomic uint32_t *)(r->map + off);
+}
+
+/* An arm entry at the tail of the queue, as cuflag_slot_arm() makes it, and
+ * the wake fd written (a parked scanner reads the queue then). */
+static void hand_arm(struct hand_region *r, uint32_t slot, uint32_t target)
+{
+	uint32_t tail = atomic_load(hand_word(r, r->l.tail_off));
+	struct cuflag_arm *q = (struct cuflag_arm *)(r->map + r->l.queue_off);
+	uint64_t one = 1;
+
+	q[tail & (r->l.queue_cap - 1)] = (struct cuflag_arm){ .slot = slot, .target = target };
+	atomic_store(hand_word(r, r->l.tail_off), tail + 1);
+	CHECK(write(r->wake, &one, sizeof(one)) == (ssize_t)sizeof(one));
+}
+
+static void hand_store(struct hand_region *r, uint32_t slot, uint32_t value)
+{
+	sim_store((volatile uint32_t *)(r->map + r->l.flags_off) + slot, value);
+}
+
+/* A resuming connection: HELLO, then ATTACH announcing slots, tried again on
+ * a fresh connection while the daemon answers -EBUSY (the region is still
+ * held), for up to ms. The connection, or -EBUSY. */
+static int hand_attach(const struct daemon_proc *d, struct hand_region *r, uint32_t slots, int ms)
+{
+	struct cuflag_msg_hello_reply hr;
+
+	for (int waited = 0;; waited++) {
+		int sock = hello_on(d->sock, &hr), rc = attach_with(sock, r->fd, r->wake, slots);
+		if (rc == 0)
+			return sock;
+		close(sock);
+		CHECK_MSG(rc == -EBUSY, "ATTACH: %d", rc);
+		if (waited >= ms)
+			return -EBUSY;
+		usleep(1000);
+	}
+}
+
+/* Completions in eventfd efd, waiting up to ms: 0 when none came. */
+static uint64_t efd_wait(int efd, int ms)
+{
+	struct pollfd p = { .fd = efd, .events = POLLIN };
+	uint64_t n = 0;
+
+	if (poll(&p, 1, ms) == 1)
+		CHECK(read(efd, &n, sizeof(n)) == (ssize_t)sizeof(n));
+	return n;
+}
+
+/* Every thread of process pid on one CPU, the first this process may use:
+ * a thread it wakes then runs in the place of the waker, at once. */
+static void one_cpu(pid_t pid)
+{
+	char path[64];
+	cpu_set_t mine, one;
+	DIR *dir;
+	struct dirent *e;
+	int cpu = 0;
+
+	CHECK(sched_getaffinity(0, sizeof(mine), &mine) == 0);
+	while (!CPU_ISSET(cpu, &mine))
+		cpu++;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	CHECK((dir = opendir(path)) != NULL);
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.')
+			CHECK(sched_setaffinity(atoi(e->d_name), sizeof(one), &one) == 0);
+	closedir(dir);
+}
+
+/*
+ * A resume attempt that the client gives up (its reply timeout passed, it
+ * was killed) after ATTACH and some of its ADOPTs: the daemon must not read
+ * the queue for it. The library adopts a group's slots after the others, so
+ * the arms queued for them while no daemon ran are what such a daemon would
+ * refuse as "not owned", moving the head past them: the next attempt would
+ * begin after arms that no daemon ever signals. The daemon runs on one CPU,
+ * its scanner parked: the command that wakes it for the dropped session
+ * lets it run before the main thread goes on. Then the whole resume, and
+ * the arm queued before all the attempts is signalled.
+ */
+TEST(resume_given_up_half_way)
+{
+	const char *args[] = { "--slots-per-client", "16", NULL };
+	struct cuflag_msg_hello_reply hr;
+	struct cuflag_msg_stats_reply st;
+	struct hand_region r;
+	struct daemon_proc d;
+	int sock, e[2];
+
+	daemon_start(&d, 0, args);
+	one_cpu(d.pid);
+	sock = hello_on(d.sock, &hr);
+	close(sock);
+	hand_region_make(&r, &hr);
+	for (int i = 0; i < 2; i++)
+		CHECK((e[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0);
+	hand_arm(&r, 1, 1); /* queued while no daemon ran, for slot 1 */
+	for (int i = 0; i < 100; i++) {
+		sock = hand_attach(&d, &r, 2, 2000);
+		CHECK(sock >= 0);
+		CHECK(adopt_one(sock, 0, e[0]) == 0);
+		close(sock); /* slot 1 never adopted */
+	}
+	sock = hand_attach(&d, &r, 2, 2000);
+	CHECK(sock >= 0);
+	CHECK(adopt_one(sock, 0, e[0]) == 0);
+	CHECK(adopt_one(sock, 1, e[1]) == 0);
+	hand_store(&r, 1, 1);
+	CHECK_MSG(efd_wait(e[1], 2000) == 1, "the arm queued before the attempts was lost "
+		  "(head %u)", atomic_load(hand_word(&r, r.l.head_off)));
+	daemon_stats(&d, &st);
+	CHECK_MSG(st.bad_arms == 0, "%llu arms refused", (unsigned long long)st.bad_arms);
+	close(sock);
+	close(e[0]);
+	close(e[1]);
+	hand_region_free(&r);
+	CHECK(daemon_stop(&d) == 0);
+	printf("restart: 100 resumes given up half-way took no arm; the next one signals it\n");
+}
+
+/*
+ * A resume right after an attempt the client gave up once its slots were
+ * adopted: until the scanner has let go of that session, it may still take
+ * arms from the queue (and sign them in the region's record) for it. The
+ * next ATTACH of the region waits for that (-EBUSY): else its ADOPTs read a
+ * record the scanner was still moving, and an arm the old session took in
+ * between is nobody's. The scanner is frozen (test hook) to hold the old
+ * session there.
+ */
+TEST(resume_after_a_given_up_one)
+{
+	const char *args[] = { "--slots-per-client", "16", "--test-hooks", NULL };
+	struct cuflag_msg_hello_reply hr;
+	struct hand_region r;
+	struct daemon_proc d;
+	int sock, sock2, e[2], e2[2];
+
+	daemon_start(&d, 0, args);
+	sock = hello_on(d.sock, &hr);
+	close(sock);
+	hand_region_make(&r, &hr);
+	for (int i = 0; i < 2; i++) {
+		CHECK((e[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0);
+		CHECK((e2[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0);
+	}
+	/* The attempt adopts both slots; its session serves (value 1 of slot 0). */
+	sock = hand_attach(&d, &r, 2, 2000);
+	CHECK(sock >= 0);
+	CHECK(adopt_one(sock, 0, e[0]) == 0);
+	CHECK(adopt_one(sock, 1, e[1]) == 0);
+	hand_arm(&r, 0, 1);
+	hand_store(&r, 0, 1);
+	CHECK(efd_wait(e[0], 2000) == 1);
+	/* Frozen, then value 2 is armed and the attempt given up. */
+	kill(d.pid, SIGUSR1);
+	usleep(20000); /* the scanner takes the freeze */
+	hand_arm(&r, 0, 2);
+	close(sock);
+	/* The next attempt must wait while the scanner holds the old session;
+	 * a daemon that took it now would read slot 0's record before the
+	 * thawed scanner takes value 2 for the old session. */
+	sock2 = hand_attach(&d, &r, 2, 200);
+	int early = sock2 >= 0;
+	if (early)
+		CHECK(adopt_one(sock2, 0, e2[0]) == 0);
+	kill(d.pid, SIGUSR1); /* thawed: it takes the arm, then lets go */
+	usleep(20000);
+	if (!early) {
+		sock2 = hand_attach(&d, &r, 2, 2000);
+		CHECK(sock2 >= 0);
+		CHECK(adopt_one(sock2, 0, e2[0]) == 0);
+	}
+	CHECK(adopt_one(sock2, 1, e2[1]) == 0);
+	hand_store(&r, 0, 2);
+	CHECK_MSG(efd_wait(e2[0], 2000) == 1, "value 2 was never signalled");
+	CHECK_MSG(!early, "ATTACH taken while the scanner still held the session before");
+	close(sock2);
+	for (int i = 0; i < 2; i++) {
+		close(e[i]);
+		close(e2[i]);
+	}
+	hand_region_free(&r);
+	CHECK(daemon_stop(&d) == 0);
+	printf("restart: a resume waits until the scanner let go of the attempt before it\n");
 }
 
 int main(int argc, char **argv)
