@@ -34,6 +34,7 @@
 #include "cuflag/cuflag.h"
 #include "cuflag/cuflag_cuda.h"
 #include "gpu.h"
+#include "wake.h"
 
 /* ---------------------------------------------------------------- */
 
@@ -475,11 +476,10 @@ int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 		return 1;
 	}
 	r->daemon_pid = d.pid;
+	r->cpu_section = 1;
 	if (gpu_latency(o, r, &L, d.sock))
 		failed = 1;
 	failed |= gpu_devsig(o, r, &L.dev, &d);
-	bench_arm_cost(r, d.sock);
-	failed |= r->arm_8 < 0;
 	gpu_dev_close(&L.dev);
 	gpu_throughput(o, r, &d);
 	for (size_t i = 0; i < r->ntput; i++)

@@ -5,7 +5,9 @@
 #   bench/plot.sh [CUFLAG_BENCH [OUT.png]]
 #
 # CUFLAG_BENCH defaults to build/bench/cuflag-bench, OUT.png to
-# docs/latency-cdf-cpu.png. Extra options for the run go in $CUFLAG_BENCH_ARGS
+# docs/latency-cdf-cpu.png; the handoff rows come from tests/perf/perf-handoff
+# beside it in the build tree ($PERF_HANDOFF names another). Extra options for
+# the runs go in $CUFLAG_BENCH_ARGS
 # (for example "--iterations 5000"); $CUFLAGD names the daemon as for the bench.
 set -eu
 
@@ -19,6 +21,13 @@ trap 'rm -rf "$dir"' EXIT INT TERM
 # shellcheck disable=SC2086 # word splitting of the extra options is wanted
 "$bench" --mode cpu --dump-samples "$dir" ${CUFLAG_BENCH_ARGS:-} >"$dir/report.txt"
 cat "$dir/report.txt"
+# The handoff rows come from their own program, beside the bench in a build tree.
+handoff=${PERF_HANDOFF:-$(dirname "$bench")/../tests/perf/perf-handoff}
+if [ -x "$handoff" ]; then
+	# shellcheck disable=SC2086
+	"$handoff" --dump-samples "$dir/handoff" ${CUFLAG_BENCH_ARGS:-} || true
+	mv "$dir"/handoff/handoff-*.txt "$dir/" 2>/dev/null || true
+fi
 
 plot=""
 for name in eventfd-direct inproc-scanner cuflagd handoff-thread handoff-process; do

@@ -41,7 +41,8 @@ for opt in $(options "$src/ctl/cuflagctl.c"); do
 	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')
 	grep -qF -- "$roff" "$src/man/cuflagctl.1" || missing "cuflagctl.1: --$opt undocumented"
 done
-for opt in $(options "$src/bench/main.c"); do
+# cuflag-bench: its own options and those of the harness it shares with tests/perf/.
+for opt in $(options "$src/bench/main.c") $(options "$src/tests/perf/opts.c"); do
 	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')
 	grep -qF -- "$roff" "$src/man/cuflag-bench.1" || missing "cuflag-bench.1: --$opt undocumented"
 done

@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the daemon's metrics cost (--metrics-cost, cpu mode): the cuflagd
+ * What the daemon's metrics cost: the cuflagd
  * latency row's method and the throughput run against a daemon that times
  * every completion (the default) and one started with --no-metrics, in
  * rounds that alternate between them, so that whatever the machine does
  * meanwhile falls on both alike. Rows metrics-on and metrics-off; ratios
  * on/off of completions per second and of p50 and p99.
+ *
+ *   perf-metrics-cost [--iterations N] [--clients P] [--slots S] [--json] ...
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "bench.h"
 #include "cuflag/cuflag.h"
+#include "wake.h"
 
 #define ROUNDS 3
 
@@ -62,7 +64,7 @@ static int one_round(const struct bench_opts *o, struct bench_lat *lat, struct b
 	return lat->failed ? -1 : 0;
 }
 
-int bench_metrics_cost(const struct bench_opts *o, struct bench_report *r)
+static int metrics_cost(const struct bench_opts *o, struct bench_report *r)
 {
 	static const char *const names[2] = { "metrics-on", "metrics-off" };
 	struct bench_lat *lat[2];
@@ -83,4 +85,23 @@ int bench_metrics_cost(const struct bench_opts *o, struct bench_report *r)
 	bench_ratio_lat(r, "metrics-on_p50/metrics-off_p50", "metrics-on", "metrics-off", 0);
 	bench_ratio_lat(r, "metrics-on_p99/metrics-off_p99", "metrics-on", "metrics-off", 1);
 	return failed;
+}
+
+int main(int argc, char **argv)
+{
+	static struct bench_report r;
+	struct bench_opts o;
+	int rc = bench_program_start(&r, &o, argc, argv,
+				     "What the daemon's metrics cost: latency and throughput against "
+				     "a cuflagd with\nits metrics and one with --no-metrics, "
+				     "alternating.\n",
+				     NULL);
+
+	if (rc >= 0)
+		return rc;
+	if (o.socket) {
+		bench_say("--socket: needs daemons of its own\n");
+		return 2;
+	}
+	return bench_finish(&r, metrics_cost(&o, &r));
 }

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "bench.h"
+#include "perf.h"
 
 static void put_str(const char *s)
 {
@@ -137,15 +137,17 @@ void bench_print_json(const struct bench_report *cr)
 	fputs(", \"idle_seconds\": ", stdout);
 	put_num(r->have_daemon_cpu ? r->idle_seconds : -1);
 	printf(", \"idle_clients\": %u}", r->idle_clients);
-	fputs(", \"arm\": {\"per_s_1_thread\": ", stdout);
-	put_num(r->arm_1);
-	fputs(", \"per_s_8_threads\": ", stdout);
-	put_num(r->arm_8);
-	if (r->arm_8 < 0) {
-		fputs(", \"error\": ", stdout);
-		put_str(r->arm_why);
+	if (r->arm_ran) {
+		fputs(", \"arm\": {\"per_s_1_thread\": ", stdout);
+		put_num(r->arm_1);
+		fputs(", \"per_s_8_threads\": ", stdout);
+		put_num(r->arm_8);
+		if (r->arm_8 < 0) {
+			fputs(", \"error\": ", stdout);
+			put_str(r->arm_why);
+		}
+		putchar('}');
 	}
-	putchar('}');
 	fputs(", \"scale\": ", stdout);
 	put_scale(&r->scale);
 	fputs(", \"scanner_cost\": [", stdout);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The price of crossing a process boundary on this machine: two more rows of
- * --mode cpu. A relay spins on the flag while something is armed, writes the
+ * The price of crossing a process boundary on this machine, the relay of
+ * perf-handoff's two rows. A relay spins on the flag while something is armed, writes the
  * eventfd the waiter blocks on, and parks as soon as nothing is armed (the
  * arm that finds it parked wakes it). During these rows the relay and the
  * waiter are pinned to one CPU and the storing thread to another, so every
@@ -24,7 +24,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "handoff.h"
+#include "perf.h"
 #include "cpu-relax.h"
 
 /* One page shared with the relay; each word on its own cache line, so the
@@ -139,7 +140,7 @@ void handoff_stop(struct handoff *h)
 	if (h->page) {
 		atomic_store(&h->page->stop, 1);
 		if (h->wake_efd >= 0 && write(h->wake_efd, &one, sizeof(one)) != sizeof(one))
-			fprintf(stderr, "cuflag-bench: handoff: wake write failed\n");
+			bench_say("handoff: wake write failed\n");
 	}
 	if (h->have_thread)
 		pthread_join(h->thread, NULL);
@@ -160,7 +161,7 @@ uint32_t handoff_arm(struct handoff *h)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&h->page->parked, memory_order_relaxed) &&
 	    write(h->wake_efd, &one, sizeof(one)) != sizeof(one))
-		fprintf(stderr, "cuflag-bench: handoff: wake write failed\n");
+		bench_say("handoff: wake write failed\n");
 	return t;
 }
 

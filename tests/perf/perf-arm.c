@@ -6,6 +6,8 @@
  * entry and no system call; the arms themselves keep it from stalling. At the
  * end every flag is stored to its last value and the completions are counted:
  * each slot must deliver exactly what it armed.
+ *
+ *   perf-arm [--json] [--daemon PATH | --socket PATH] ...
  */
 #include <errno.h>
 #include <poll.h>
@@ -15,8 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench.h"
 #include "cuflag/cuflag.h"
+#include "perf.h"
 
 #define ARM_NS 200000000ull  /* each measurement */
 #define ARM_THREADS 8
@@ -112,7 +114,7 @@ static double arm_rate(cuflag_slot **s, unsigned n, char *why, size_t len)
 	return rc || t1 <= t0 ? -1 : (double)arms * 1e9 / (double)(t1 - t0);
 }
 
-void bench_arm_cost(struct bench_report *r, const char *sock)
+static void arm_cost(struct bench_report *r, const char *sock)
 {
 	cuflag_slot *s[ARM_THREADS + 1];
 	cuflag_client *c = NULL;
@@ -142,6 +144,27 @@ void bench_arm_cost(struct bench_report *r, const char *sock)
 		}
 	}
 	if (r->arm_8 < 0)
-		fprintf(stderr, "cuflag-bench: arm cost: %s\n", r->arm_why);
+		bench_say("arm cost: %s\n", r->arm_why);
 	cuflag_disconnect(c);
+}
+
+int main(int argc, char **argv)
+{
+	static struct bench_report r;
+	struct bench_opts o;
+	struct bench_daemon d;
+	int rc = bench_program_start(&r, &o, argc, argv,
+				     "What cuflag_slot_arm() costs with the scanner awake: arms per "
+				     "second on\none thread and on 8 threads with a slot each.\n",
+				     NULL);
+
+	if (rc >= 0)
+		return rc;
+	if (bench_daemon_start(&d, &o))
+		return 1;
+	r.daemon_pid = d.pid;
+	r.arm_ran = 1;
+	arm_cost(&r, d.sock);
+	bench_daemon_stop(&d);
+	return bench_finish(&r, r.arm_8 < 0);
 }

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "bench.h"
+#include "perf.h"
 #include "percentile.h"
 
 void bench_sleep_ns(uint64_t ns)
@@ -38,7 +38,7 @@ struct bench_lat *bench_lat_add(struct bench_report *r, const char *name, size_t
 	struct bench_lat *l;
 
 	if (r->nlat >= BENCH_MAX_LAT) {
-		fprintf(stderr, "cuflag-bench: too many latency rows\n");
+		bench_say("too many latency rows\n");
 		exit(1);
 	}
 	l = &r->lat[r->nlat++];
@@ -46,7 +46,7 @@ struct bench_lat *bench_lat_add(struct bench_report *r, const char *name, size_t
 	l->name = name;
 	l->us = calloc(cap ? cap : 1, sizeof(double));
 	if (!l->us) {
-		fprintf(stderr, "cuflag-bench: out of memory\n");
+		bench_say("out of memory\n");
 		exit(1);
 	}
 	return l;
@@ -60,7 +60,7 @@ void bench_lat_fail(struct bench_lat *l, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(l->why, sizeof(l->why), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "cuflag-bench: %s: %s\n", l->name, l->why);
+	bench_say("%s: %s\n", l->name, l->why);
 }
 
 struct bench_tput *bench_tput_add(struct bench_report *r, const char *name)
@@ -68,7 +68,7 @@ struct bench_tput *bench_tput_add(struct bench_report *r, const char *name)
 	struct bench_tput *t;
 
 	if (r->ntput >= BENCH_MAX_TPUT) {
-		fprintf(stderr, "cuflag-bench: too many throughput rows\n");
+		bench_say("too many throughput rows\n");
 		exit(1);
 	}
 	t = &r->tput[r->ntput++];
@@ -107,7 +107,7 @@ void bench_ratio_add(struct bench_report *r, const char *name, double value)
 int bench_dump_samples(struct bench_report *r, const char *dir)
 {
 	if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
-		fprintf(stderr, "cuflag-bench: --dump-samples: cannot create %s: %s\n", dir,
+		bench_say("--dump-samples: cannot create %s: %s\n", dir,
 			strerror(errno));
 		return -1;
 	}
@@ -122,13 +122,13 @@ int bench_dump_samples(struct bench_report *r, const char *dir)
 		samples_sort(l->us, l->n);
 		f = fopen(path, "w");
 		if (!f) {
-			fprintf(stderr, "cuflag-bench: cannot write %s: %s\n", path, strerror(errno));
+			bench_say("cannot write %s: %s\n", path, strerror(errno));
 			return -1;
 		}
 		for (size_t k = 0; k < l->n; k++)
 			fprintf(f, "%.3f\n", l->us[k]);
 		if (fclose(f) != 0) {
-			fprintf(stderr, "cuflag-bench: cannot write %s: %s\n", path, strerror(errno));
+			bench_say("cannot write %s: %s\n", path, strerror(errno));
 			return -1;
 		}
 	}
@@ -161,4 +161,45 @@ void bench_ratio_tput(struct bench_report *r, const char *name, const char *a, c
 	const struct bench_tput *ta = bench_tput_find(r, a), *tb = bench_tput_find(r, b);
 
 	bench_ratio_add(r, name, ta && tb ? ta->per_s / tb->per_s : -1);
+}
+
+/* Daemon CPU per completion of row a over row b; < 0 when either is missing. */
+void bench_ratio_cpu(struct bench_report *r, const char *name, const char *a, const char *b)
+{
+	const struct bench_tput *ta = bench_tput_find(r, a), *tb = bench_tput_find(r, b);
+	double ca, cb;
+
+	if (!ta || !tb || ta->daemon_cpu_ms < 0 || tb->daemon_cpu_ms <= 0) {
+		bench_ratio_add(r, name, -1);
+		return;
+	}
+	ca = ta->daemon_cpu_ms / (double)ta->completions;
+	cb = tb->daemon_cpu_ms / (double)tb->completions;
+	bench_ratio_add(r, name, ca / cb);
+}
+
+/* The group rows against the per-slot ones (both modes). */
+void bench_group_ratios(struct bench_report *r)
+{
+	bench_ratio_lat(r, "cuflagd-group_p50/cuflagd_p50", "cuflagd-group", "cuflagd", 0);
+	bench_ratio_tput(r, "throughput_cuflagd-group-10000/cuflagd-10000", "cuflagd-group-10000",
+			 "cuflagd-10000");
+	bench_ratio_cpu(r, "daemon_cpu_cuflagd-group-10000/cuflagd-10000", "cuflagd-group-10000",
+			"cuflagd-10000");
+}
+
+int bench_finish(struct bench_report *r, int failed)
+{
+	if (!r->nlat && !r->ntput && !r->arm_ran)
+		return 1; /* nothing ran (the daemon did not start): the error is printed */
+	if (r->opts->dump_dir && bench_dump_samples(r, r->opts->dump_dir))
+		failed = 1;
+	if (r->opts->json)
+		bench_print_json(r);
+	else
+		bench_print_text(r);
+	fflush(stdout);
+	for (size_t i = 0; i < r->nlat; i++)
+		free(r->lat[i].us);
+	return failed ? 1 : 0;
 }

@@ -16,7 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "wake.h"
 #include "cpu-relax.h"
 
 #define SPIN_PASSES 10000u
@@ -60,7 +60,7 @@ static unsigned scan(struct inproc_scanner *sc)
 		if (after(upto, s->signalled)) {
 			uint64_t n = (uint32_t)(upto - s->signalled);
 			if (write(s->efd, &n, sizeof(n)) != sizeof(n) && errno != EAGAIN)
-				fprintf(stderr, "cuflag-bench: inproc scanner: eventfd write failed\n");
+				bench_say("inproc scanner: eventfd write failed\n");
 			s->signalled = upto;
 		}
 		if (after(armed, s->signalled))
@@ -93,7 +93,7 @@ static void *scanner_main(void *arg)
 		}
 		/* Blocking read: an arm that saw "parked" wrote the wake eventfd. */
 		if (read(sc->wake_efd, &v, sizeof(v)) < 0 && errno != EINTR)
-			fprintf(stderr, "cuflag-bench: inproc scanner: wake read failed\n");
+			bench_say("inproc scanner: wake read failed\n");
 		atomic_store(&sc->parked, 0);
 	}
 	return NULL;
@@ -143,7 +143,7 @@ void inproc_scanner_stop(struct inproc_scanner *sc)
 		return;
 	atomic_store(&sc->stop, 1);
 	if (write(sc->wake_efd, &one, sizeof(one)) != sizeof(one))
-		fprintf(stderr, "cuflag-bench: inproc scanner: wake write failed\n");
+		bench_say("inproc scanner: wake write failed\n");
 	pthread_join(sc->thread, NULL);
 	close(sc->wake_efd);
 	free(sc);
@@ -157,6 +157,6 @@ void inproc_scanner_arm(struct inproc_scanner *sc, unsigned i, uint32_t t)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&sc->parked, memory_order_relaxed)) {
 		if (write(sc->wake_efd, &one, sizeof(one)) != sizeof(one))
-			fprintf(stderr, "cuflag-bench: inproc scanner: wake write failed\n");
+			bench_say("inproc scanner: wake write failed\n");
 	}
 }

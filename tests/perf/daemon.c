@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "perf.h"
 #include "proc-cpu.h"
 #include "spawn.h"
 
@@ -76,7 +76,7 @@ int bench_daemon_start_with(struct bench_daemon *d, const struct bench_opts *o, 
 		snprintf(d->sock, sizeof(d->sock), "%s", o->socket);
 		rc = cuflag_daemon_probe(d->sock, &d->pid);
 		if (rc) {
-			fprintf(stderr, "cuflag-bench: cannot connect to %s: %s\n", d->sock,
+			bench_say("cannot connect to %s: %s\n", d->sock,
 				strerror(-rc));
 			return rc;
 		}
@@ -84,7 +84,7 @@ int bench_daemon_start_with(struct bench_daemon *d, const struct bench_opts *o, 
 	}
 	snprintf(d->dir, sizeof(d->dir), "/tmp/cuflag-bench-XXXXXX");
 	if (!mkdtemp(d->dir)) {
-		fprintf(stderr, "cuflag-bench: mkdtemp: %s\n", strerror(errno));
+		bench_say("mkdtemp: %s\n", strerror(errno));
 		return -errno;
 	}
 	snprintf(d->sock, sizeof(d->sock), "%s/cuflagd.sock", d->dir);
@@ -110,23 +110,23 @@ int bench_daemon_start_with(struct bench_daemon *d, const struct bench_opts *o, 
 	if (rc == 0) {
 		d->spawned = 1;
 		if (cuflag_daemon_probe(d->sock, &peer) == 0 && peer && peer != d->pid)
-			fprintf(stderr, "cuflag-bench: warning: the socket's peer is pid %d, "
+			bench_say("warning: the socket's peer is pid %d, "
 					"not the daemon spawned (%d)\n",
 				(int)peer, (int)d->pid);
 		return 0;
 	}
 	if (rc == -ETIMEDOUT) {
 		d->spawned = 1;
-		fprintf(stderr, "cuflag-bench: %s did not accept connections within 10 s\n",
+		bench_say("%s did not accept connections within 10 s\n",
 			o->daemon);
 		bench_daemon_stop(d);
 		return rc;
 	}
 	if (rc == -ECHILD)
-		fprintf(stderr, "cuflag-bench: %s exited before it was ready (status %d)\n",
+		bench_say("%s exited before it was ready (status %d)\n",
 			o->daemon, cuflag_exit_code(st));
 	else
-		fprintf(stderr, "cuflag-bench: fork: %s\n", strerror(-rc));
+		bench_say("fork: %s\n", strerror(-rc));
 	d->pid = 0;
 	rmdir(d->dir);
 	return rc;

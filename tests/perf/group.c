@@ -8,7 +8,7 @@
 #include <poll.h>
 #include <stdlib.h>
 
-#include "bench.h"
+#include "perf.h"
 #include "cuflag/cuflag.h"
 
 struct bench_group_slots {

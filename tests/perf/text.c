@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The report as tables for people. */
+/* The report as tables for people (--json: json.c). */
 #include <stdio.h>
 
-#include "bench.h"
+#include "perf.h"
 
 static void print_scale(const struct bench_scale *s)
 {
@@ -42,15 +42,31 @@ static void print_paced(const struct bench_report *r)
 		}
 }
 
+static void print_daemon_cpu(const struct bench_report *r)
+{
+	printf("\nDaemon CPU\n");
+	if (r->have_daemon_cpu) {
+		printf("  pid %d: %.3f us of CPU per completion (throughput run)\n",
+		       (int)r->daemon_pid, r->us_per_completion);
+		printf("  idle, %u clients connected, nothing armed: %.2f%% of a core over %.1f s\n",
+		       r->idle_clients, r->idle_pct, r->idle_seconds);
+	} else {
+		printf("  not measured (the daemon's CPU time is not readable from /proc)\n");
+	}
+}
+
 void bench_print_text(const struct bench_report *cr)
 {
 	/* Percentiles sort the samples in place. */
 	struct bench_report *r = (struct bench_report *)cr;
 	const char *unit = r->mode[0] == 'g' ? "streams" : "slots";
 
-	printf("cuflag-bench --mode %s\n\n", r->mode);
-	printf("Wake latency (us)\n");
-	printf("  %-17s %9s %9s %9s %9s %7s\n", "mechanism", "p50", "p90", "p99", "max", "n");
+	printf("%s\n", r->title);
+	if (r->nlat) {
+		printf("\nWake latency (us)\n");
+		printf("  %-17s %9s %9s %9s %9s %7s\n", "mechanism", "p50", "p90", "p99", "max",
+		       "n");
+	}
 	for (size_t i = 0; i < r->nlat; i++) {
 		struct bench_lat *l = &r->lat[i];
 		struct bench_pcts p;
@@ -83,22 +99,17 @@ void bench_print_text(const struct bench_report *cr)
 				printf("%14s %10s\n", "-", "-");
 		}
 	}
-	printf("\nDaemon CPU\n");
-	if (r->have_daemon_cpu) {
-		printf("  pid %d: %.3f us of CPU per completion (throughput run)\n",
-		       (int)r->daemon_pid, r->us_per_completion);
-		printf("  idle, %u clients connected, nothing armed: %.2f%% of a core over %.1f s\n",
-		       r->idle_clients, r->idle_pct, r->idle_seconds);
-	} else {
-		printf("  not measured (the daemon's CPU time is not readable from /proc)\n");
+	if (r->cpu_section)
+		print_daemon_cpu(r);
+	if (r->arm_ran) {
+		printf("\nArm cost (cuflag_slot_arm, scanner awake)\n");
+		if (r->arm_1 >= 0)
+			printf("  1 thread: %.2f M arms/s\n", r->arm_1 / 1e6);
+		if (r->arm_8 >= 0)
+			printf("  8 threads on 8 slots: %.2f M arms/s in all\n", r->arm_8 / 1e6);
+		if (r->arm_8 < 0)
+			printf("  not measured: %s\n", r->arm_why);
 	}
-	printf("\nArm cost (cuflag_slot_arm, scanner awake)\n");
-	if (r->arm_1 >= 0)
-		printf("  1 thread: %.2f M arms/s\n", r->arm_1 / 1e6);
-	if (r->arm_8 >= 0)
-		printf("  8 threads on 8 slots: %.2f M arms/s in all\n", r->arm_8 / 1e6);
-	if (r->arm_8 < 0)
-		printf("  not measured: %s\n", r->arm_why);
 	if (r->scale.ran)
 		print_scale(&r->scale);
 	if (r->have_paced)

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "perf.h"
 
 int bench_read_full(int fd, void *buf, size_t len, uint64_t deadline)
 {
@@ -153,7 +153,7 @@ out:
 	free(pids);
 	free(res_fd);
 	if (t->failed) {
-		fprintf(stderr, "cuflag-bench: throughput %s: %s\n", t->name, t->why);
+		bench_say("throughput %s: %s\n", t->name, t->why);
 		return -1;
 	}
 	return cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1;

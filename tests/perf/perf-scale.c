@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The scale run of --mode cpu, against the same daemon as the rest:
+ * The scale run:
  *
  * 1. Detection latency does not grow with allocated slots. The cuflagd row's
- *    method (cpu.c) on one slot of a measuring client, in two configurations:
+ *    method (wake.h) on one slot of a measuring client, in two configurations:
  *    scale-1x1, nobody else connected, and scale-PxS, P other processes
  *    connected holding S slots each, all idle. The order is 1x1, PxS, 1x1
  *    (half of the 1x1 samples before the fleet connects, half after it has
@@ -18,6 +18,8 @@
  * The fleet costs the daemon one eventfd per slot: RLIMIT_NOFILE is raised
  * before the daemon is spawned (it inherits it) up to the hard limit, and the
  * fleet shrinks, saying so, when even that is too low.
+ *
+ *   perf-scale [--iterations N] [--scale-clients P] [--json] ...
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,9 +34,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "bench.h"
 #include "cuflag/cuflag.h"
 #include "spawn.h"
+#include "wake.h"
 
 /* Descriptors the daemon needs besides one per slot: its own, and a few per client. */
 #define FD_BASE 128
@@ -59,7 +61,7 @@ static unsigned slots_that_fit(unsigned procs, unsigned want, unsigned long limi
 	return fit < want ? (unsigned)fit : want;
 }
 
-void bench_scale_plan(const struct bench_opts *o, struct bench_scale *s)
+static void scale_plan(const struct bench_opts *o, struct bench_scale *s)
 {
 	unsigned P = o->scale_clients;
 	unsigned armed = (BENCH_SCALE_ARMED + P - 1) / P;
@@ -249,8 +251,8 @@ static void wait_daemon_fds(const struct bench_daemon *d, long base)
 			return;
 		bench_sleep_ns(5000000);
 	}
-	fprintf(stderr,
-		"cuflag-bench: scale: the daemon still holds %ld descriptors 10 s after the "
+	bench_say(
+		"scale: the daemon still holds %ld descriptors 10 s after the "
 		"fleet left (%ld before it came)\n",
 		n, base);
 }
@@ -438,8 +440,8 @@ static int armed_run(struct bench_scale *s, const struct bench_daemon *d)
  */
 #define SCALE_BLOCKS 8
 
-int bench_scale_run(const struct bench_opts *o, struct bench_report *r,
-		    const struct bench_daemon *d)
+static int scale_run(const struct bench_opts *o, struct bench_report *r,
+		     const struct bench_daemon *d)
 {
 	struct bench_scale *s = &r->scale;
 	struct bench_lat *row[2] = { bench_lat_add(r, "scale-1x1", o->iterations),
@@ -500,4 +502,51 @@ out:
 	cuflag_disconnect(c);
 	rc = armed_run(s, d);
 	return rc || row[0]->failed || row[1]->failed ? -1 : 0;
+}
+
+enum { O_SCALE_CLIENTS = 512 };
+
+static int parse_own(struct bench_opts *o, int c, const char *arg)
+{
+	unsigned long long v;
+
+	(void)c;
+	if (bench_parse_uint("--scale-clients", arg, 1, BENCH_SCALE_MAX_CLIENTS, &v))
+		return 2;
+	o->scale_clients = (unsigned)v;
+	return 0;
+}
+
+static const struct option own[] = {
+	{ "scale-clients", required_argument, NULL, O_SCALE_CLIENTS },
+	{ 0 },
+};
+static const struct bench_extra_opts extra = {
+	own, parse_own,
+	"  --scale-clients P    processes of the idle fleet and the armed run (default 64)\n",
+};
+
+int main(int argc, char **argv)
+{
+	static struct bench_report r;
+	struct bench_opts o;
+	struct bench_daemon d;
+	int failed, rc;
+
+	rc = bench_program_start(&r, &o, argc, argv,
+				 "Latency with P idle processes x 1024 slots connected, and ~10 000 "
+				 "slots armed at once.\n",
+				 &extra);
+	if (rc >= 0)
+		return rc;
+	o.scale = 1;
+	/* Before the daemon exists: it inherits the raised RLIMIT_NOFILE. */
+	scale_plan(&o, &r.scale);
+	if (bench_daemon_start(&d, &o))
+		return 1;
+	r.daemon_pid = d.pid;
+	failed = scale_run(&o, &r, &d) != 0;
+	bench_daemon_stop(&d);
+	bench_ratio_lat(&r, r.scale.ratio, r.scale.row, "scale-1x1", 0);
+	return bench_finish(&r, failed);
 }

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * --mode cpu: throughput with BENCH_ARMED_PROCS x BENCH_ARMED_SLOTS (10 000)
+ * Groups against per-slot eventfds. Latency: the cuflagd row's method on a
+ * slot of its own (cuflagd) and on one slot of a group of BENCH_GROUP_SLOTS
+ * (cuflagd-group: the waiter polls the group's fd, and after t1 drains the
+ * ring, which must hold exactly one record, for that slot), taking turns.
+ * Throughput with BENCH_ARMED_PROCS x BENCH_ARMED_SLOTS (10 000)
  * slots armed at once, through per-slot eventfds (cuflagd-10000) and through
  * one group per process (cuflagd-group-10000). Per round, each process arms
  * every one of its slots, stores every target in a new random order (the
@@ -8,6 +12,8 @@
  * through epoll and a consume per slot, or through the group's fd and its
  * ring. Rounds follow each other as fast as they complete; every count must
  * be exact and nothing may arrive after the last round.
+ *
+ *   perf-groups [--iterations N] [--completions N] [--json] ...
  */
 #include <errno.h>
 #include <poll.h>
@@ -18,8 +24,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "bench.h"
 #include "cuflag/cuflag.h"
+#include "wake.h"
 
 #define COUNT_TIMEOUT_MS 5000
 
@@ -189,21 +195,8 @@ static void armed_tput_worker(unsigned i, int ready_fd, int go_fd, int result_fd
 	_exit(write(result_fd, &res, sizeof(res)) == sizeof(res) ? 0 : 1);
 }
 
-void bench_armed_nofile(void)
-{
-	/* The daemon holds an eventfd per armed slot (inherited limit). */
-	rlim_t want = (rlim_t)BENCH_ARMED_PROCS * (BENCH_ARMED_SLOTS + 16) + 256;
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
-		return;
-	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
-	if (setrlimit(RLIMIT_NOFILE, &rl))
-		fprintf(stderr, "cuflag-bench: cannot raise RLIMIT_NOFILE: %s\n", strerror(errno));
-}
-
-void bench_armed_tput(const struct bench_opts *o, struct bench_report *r,
-		      const struct bench_daemon *d, int group)
+static void armed_tput(const struct bench_opts *o, struct bench_report *r,
+		       const struct bench_daemon *d, int group)
 {
 	struct bench_tput *t = bench_tput_add(r, group ? "cuflagd-group-10000" : "cuflagd-10000");
 	/* As many completions per process as the other throughput row, in rounds. */
@@ -219,27 +212,76 @@ void bench_armed_tput(const struct bench_opts *o, struct bench_report *r,
 		t->daemon_cpu_ms = cpu_ms;
 }
 
-/* Daemon CPU per completion of row a over row b; < 0 when either is missing. */
-void bench_ratio_cpu(struct bench_report *r, const char *name, const char *a, const char *b)
+static int group_arm(struct bench_mech *m, uint32_t *t)
 {
-	const struct bench_tput *ta = bench_tput_find(r, a), *tb = bench_tput_find(r, b);
-	double ca, cb;
-
-	if (!ta || !tb || ta->daemon_cpu_ms < 0 || tb->daemon_cpu_ms <= 0) {
-		bench_ratio_add(r, name, -1);
-		return;
-	}
-	ca = ta->daemon_cpu_ms / (double)ta->completions;
-	cb = tb->daemon_cpu_ms / (double)tb->completions;
-	bench_ratio_add(r, name, ca / cb);
+	return cuflag_slot_arm(bench_group_slot(m->arg), t);
 }
 
-/* The group rows against the per-slot ones (both modes). */
-void bench_group_ratios(struct bench_report *r)
+static int group_consume(struct bench_mech *m, uint64_t *n)
 {
-	bench_ratio_lat(r, "cuflagd-group_p50/cuflagd_p50", "cuflagd-group", "cuflagd", 0);
-	bench_ratio_tput(r, "throughput_cuflagd-group-10000/cuflagd-10000", "cuflagd-group-10000",
-			 "cuflagd-10000");
-	bench_ratio_cpu(r, "daemon_cpu_cuflagd-group-10000/cuflagd-10000", "cuflagd-group-10000",
-			"cuflagd-10000");
+	return bench_group_take(m->arg, bench_group_slot(m->arg), n);
+}
+
+/* The latency rows cuflagd and cuflagd-group, taking turns; 0 or -1. */
+static int latency(const struct bench_opts *o, struct bench_report *r, const char *sock)
+{
+	struct bench_mech m[2] = { { .row = bench_lat_add(r, "cuflagd", o->iterations) },
+				   { .row = bench_lat_add(r, "cuflagd-group", o->iterations) } };
+	struct bench_group_slots *g = NULL;
+	struct bench_storer st;
+	cuflag_client *c = NULL;
+	cuflag_slot *s = NULL;
+	int rc = cuflag_connect(sock, &c);
+
+	if (!rc)
+		rc = cuflag_slot_acquire(c, &s);
+	if (rc)
+		bench_lat_fail(m[0].row, "no slot from %s: %s", sock, strerror(-rc));
+	else
+		bench_mech_slot(&m[0], s);
+	rc = bench_group_open(&g, sock);
+	if (rc) {
+		bench_lat_fail(m[1].row, "no group of %d slots from %s: %s", BENCH_GROUP_SLOTS,
+			       sock, strerror(-rc));
+	} else {
+		m[1] = (struct bench_mech){ .row = m[1].row, .arg = g, .arm = group_arm,
+					    .consume = group_consume,
+					    .fd = cuflag_group_fd(bench_group_get(g)),
+					    .flag = cuflag_slot_flag(bench_group_slot(g)) };
+	}
+	if (!bench_storer_start(&st)) {
+		bench_wake_turns(&st, m, 2, o->warmup, o->iterations);
+		bench_storer_stop(&st);
+	}
+	cuflag_slot_release(s);
+	cuflag_disconnect(c);
+	bench_group_close(g);
+	return m[0].row->failed || m[1].row->failed ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct bench_report r;
+	struct bench_opts o;
+	struct bench_daemon d;
+	int failed, rc;
+
+	rc = bench_program_start(&r, &o, argc, argv,
+				 "Groups against per-slot eventfds: wake latency, and throughput with\n"
+				 "10 000 slots in play, with the daemon's CPU per completion.\n",
+				 NULL);
+	if (rc >= 0)
+		return rc;
+	bench_armed_nofile(); /* before the daemon: it inherits the limit */
+	if (bench_daemon_start(&d, &o))
+		return 1;
+	r.daemon_pid = d.pid;
+	failed = latency(&o, &r, d.sock) != 0;
+	armed_tput(&o, &r, &d, 0);
+	armed_tput(&o, &r, &d, 1);
+	bench_daemon_stop(&d);
+	for (size_t i = 0; i < r.ntput; i++)
+		failed |= r.tput[i].failed;
+	bench_group_ratios(&r);
+	return bench_finish(&r, failed);
 }
