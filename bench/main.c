@@ -9,7 +9,8 @@
 
 #include "bench.h"
 
-enum { O_MODE = 512, O_STREAMS, O_IDLE, O_PACED, O_NO_PACED, O_NO_SCALE };
+enum { O_MODE = 512, O_STREAMS, O_IDLE, O_PACED, O_NO_PACED, O_NO_SCALE, O_SCALE,
+       O_SCALE_CLIENTS, O_METRICS_COST };
 
 static const struct option own[] = {
 	{ "mode", required_argument, NULL, O_MODE },
@@ -18,6 +19,10 @@ static const struct option own[] = {
 	{ "paced", no_argument, NULL, O_PACED },
 	{ "no-paced", no_argument, NULL, O_NO_PACED },
 	{ "no-scale", no_argument, NULL, O_NO_SCALE },
+	/* Runs that moved to programs of their own: refused with a pointer. */
+	{ "scale", no_argument, NULL, O_SCALE },
+	{ "scale-clients", required_argument, NULL, O_SCALE_CLIENTS },
+	{ "metrics-cost", no_argument, NULL, O_METRICS_COST },
 	{ 0 },
 };
 
@@ -49,6 +54,14 @@ static int parse_own(struct bench_opts *o, int c, const char *arg)
 		return 0;
 	case O_NO_SCALE:
 		return 0; /* the scale run is tests/perf/perf-scale now: never here */
+	case O_SCALE:
+	case O_SCALE_CLIENTS:
+		fprintf(stderr, "cuflag-bench: the scale run is tests/perf/perf-scale now\n");
+		return 2;
+	case O_METRICS_COST:
+		fprintf(stderr, "cuflag-bench: the metrics' cost is tests/perf/perf-metrics-cost "
+				"now\n");
+		return 2;
 	default:
 		return 2;
 	}
