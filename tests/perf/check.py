@@ -26,7 +26,27 @@ def ratio(k, at_least=0.0):
     assert v is not None and v >= at_least and (at_least or v > 0), (k, v)
 
 
-if prog == "cuflag-bench":
+if prog == "cuflag-bench" and doc["mode"] == "gpu":
+    # The GPU mode (run by hand on a GPU machine: here it exits 77).
+    for n in ("spin-floor", "hostfunc", "event-blocking", "event-spin", "inproc-scanner",
+              "cuflagd", "cuflagd-spin", "cuflagd-group", "pingpong-rtt", "pingpong-1way",
+              "devsig-spin", "devsig-spin-1way", "devsig-blocked", "launch+memop-spin"):
+        assert n in names and names[n]["n"] > 0 and names[n]["p50_us"] > 0, names.get(n, n)
+    for n in ("flag-ceiling", "hostfunc", "cuflagd", "flag-ceiling-bare", "hostfunc-bare",
+              "cuflagd-bare", "cuflagd-10000", "cuflagd-group-10000", "devsig-1M"):
+        assert tput[n]["per_s"] > 0 and tput[n]["completions"] > 0, tput[n]
+    for k in ("cuflagd_p50/hostfunc_p50", "cuflagd_p99/hostfunc_p99",
+              "cuflagd-spin_p50/spin-floor_p50", "cuflagd_p50/event-blocking_p50",
+              "cuflagd_p50/inproc-scanner_p50", "throughput_cuflagd/hostfunc",
+              "throughput_cuflagd/ceiling", "throughput_cuflagd-bare/hostfunc-bare",
+              "throughput_cuflagd-bare/ceiling-bare", "cuflagd-group_p50/cuflagd_p50",
+              "throughput_cuflagd-group-10000/cuflagd-10000",
+              "devsig-spin-1way_p50/pingpong-1way_p50", "devsig-blocked_p50/cuflagd_p50",
+              "launch+memop-spin_p50/pingpong-rtt_p50"):
+        ratio(k)
+    assert doc["cpu"]["idle_pct_core"] is not None, doc["cpu"]
+    assert doc["cpu"]["us_per_completion"] is not None, doc["cpu"]
+elif prog == "cuflag-bench":
     assert doc["mode"] == "cpu", doc["mode"]
     for n in ("eventfd-direct", "inproc-scanner", "cuflagd"):
         measured(n)
