@@ -5,9 +5,9 @@
  * 1. Detection latency does not grow with allocated slots. The cuflagd row's
  *    method (wake.h) on one slot of a measuring client, in two configurations:
  *    scale-1x1, nobody else connected, and scale-PxS, P other processes
- *    connected holding S slots each, all idle. The order is 1x1, PxS, 1x1
- *    (half of the 1x1 samples before the fleet connects, half after it has
- *    gone, pooled), so drift over the run falls on both sides. The scanner's
+ *    connected holding S slots each, all idle (idle-fleet.c). They take
+ *    turns in blocks (SCALE_BLOCKS below), so drift over the run falls on
+ *    both sides. The scanner's
  *    work follows pending slots, not allocated ones: the ratio of the p50s
  *    should stay near 1.
  * 2. Many armed at once: P processes acquire about 10 000 slots in all, arm
@@ -22,26 +22,24 @@
  *   perf-scale [--iterations N] [--scale-clients P] [--json] ...
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "cuflag/cuflag.h"
+#include "idle-fleet.h"
 #include "spawn.h"
 #include "wake.h"
 
 /* Descriptors the daemon needs besides one per slot: its own, and a few per client. */
 #define FD_BASE 128
 #define FD_PER_CLIENT 8
-#define READY_S 120 /* the fleet connects and acquires within this */
+#define READY_S 120 /* the armed run gets ready within this */
 
 static unsigned long fds_needed(unsigned procs, unsigned slots)
 {
@@ -97,137 +95,6 @@ static void scale_plan(const struct bench_opts *o, struct bench_scale *s)
 			 P, s->armed_per_proc);
 	snprintf(s->row, sizeof(s->row), "scale-%ux%u", P, s->slots);
 	snprintf(s->ratio, sizeof(s->ratio), "%s_p50/scale-1x1_p50", s->row);
-}
-
-/* ---- the idle fleet: P processes that connect, hold S slots, and wait ---- */
-
-struct fleet {
-	unsigned n;
-	pid_t *pid;
-	int *ctl;  /* our end of each child's control pipe: 'c' connects, EOF quits */
-	int ready; /* every child writes 2 bytes here: 'r' 0, or 'e' errno */
-};
-
-static __attribute__((noreturn)) void fleet_child(const char *sock, unsigned S, int ctl,
-						  int ready)
-{
-	cuflag_slot **s = calloc(S, sizeof(*s));
-	char b;
-
-	/* 'c': connect and acquire; 'd': disconnect; EOF: exit. */
-	for (;;) {
-		unsigned char msg[2] = { 'r', 0 };
-		cuflag_client *c = NULL;
-		ssize_t k = read(ctl, &b, 1);
-		int rc;
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k != 1 || b != 'c')
-			_exit(0);
-		rc = s ? cuflag_connect(sock, &c) : -ENOMEM;
-		if (!rc)
-			rc = cuflag_slots_acquire(c, S, s);
-		if (rc) {
-			msg[0] = 'e';
-			msg[1] = (unsigned char)(-rc < 255 ? -rc : 255);
-		}
-		if (write(ready, msg, 2) != 2)
-			_exit(1);
-		/* Idle, holding everything, until told otherwise. */
-		do
-			k = read(ctl, &b, 1);
-		while (k < 0 && errno == EINTR);
-		cuflag_disconnect(c);
-		msg[0] = 'd';
-		msg[1] = 0;
-		if (k != 1 || write(ready, msg, 2) != 2)
-			_exit(0);
-	}
-}
-
-/* Fork the fleet while this process has no other thread; 0 or -errno. */
-static int fleet_spawn(struct fleet *f, unsigned n, unsigned S, const char *sock)
-{
-	int ready[2], err = 0;
-
-	f->pid = calloc(n, sizeof(*f->pid));
-	f->ctl = calloc(n, sizeof(*f->ctl));
-	if (!f->pid || !f->ctl)
-		return -ENOMEM;
-	if (pipe2(ready, O_CLOEXEC) < 0)
-		return -errno;
-	f->ready = ready[0];
-	fflush(NULL);
-	for (unsigned i = 0; i < n; i++) {
-		int ctl[2];
-		pid_t pid;
-		if (pipe2(ctl, O_CLOEXEC) < 0) {
-			err = -errno;
-			break;
-		}
-		pid = fork();
-		if (pid < 0) {
-			err = -errno;
-			close(ctl[0]);
-			close(ctl[1]);
-			break;
-		}
-		if (pid == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			/* Only the parent may hold a sibling's control end, or EOF never comes. */
-			for (unsigned j = 0; j < i; j++)
-				close(f->ctl[j]);
-			close(ctl[1]);
-			close(ready[0]);
-			fleet_child(sock, S, ctl[0], ready[1]);
-		}
-		close(ctl[0]);
-		f->ctl[i] = ctl[1];
-		f->pid[i] = pid;
-		f->n++;
-	}
-	close(ready[1]);
-	return err;
-}
-
-/* Read one 2-byte message from every child; 0, or the first error a child
- * reported (-errno), or -ETIMEDOUT. */
-static int fleet_collect(struct fleet *f, unsigned char want)
-{
-	uint64_t deadline = cuflag_now_ns() + (uint64_t)READY_S * 1000000000u;
-	int err = 0;
-
-	for (unsigned i = 0; i < f->n; i++) {
-		unsigned char msg[2];
-		if (bench_read_full(f->ready, msg, 2, deadline))
-			return -ETIMEDOUT;
-		if (msg[0] != want && !err)
-			err = msg[0] == 'e' && msg[1] ? -(int)msg[1] : -EPROTO;
-	}
-	return err;
-}
-
-/* Tell every child c (connect and acquire) or d (disconnect) and wait for all. */
-static int fleet_tell(struct fleet *f, char what)
-{
-	for (unsigned i = 0; i < f->n; i++)
-		if (write(f->ctl[i], &what, 1) != 1)
-			return -errno;
-	return fleet_collect(f, what == 'c' ? 'r' : 'd');
-}
-
-/* Hang up every child and reap it. */
-static void fleet_stop(struct fleet *f)
-{
-	for (unsigned i = 0; i < f->n; i++)
-		close(f->ctl[i]);
-	for (unsigned i = 0; i < f->n; i++)
-		bench_reap(f->pid[i], 0);
-	safe_close(f->ready);
-	free(f->pid);
-	free(f->ctl);
-	memset(f, 0, sizeof(*f));
-	f->ready = -1;
 }
 
 /* How many descriptors the daemon holds; < 0 when /proc does not say. */

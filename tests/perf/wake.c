@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The timed wake of the CPU latency rows (wake.h says how). */
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -159,7 +160,8 @@ void bench_wake_turns(struct bench_storer *st, struct bench_mech *m, size_t n, u
 {
 	unsigned total = warmup + iterations, done[BENCH_MAX_LAT] = { 0 };
 
-	for (int more = 1; more && n <= BENCH_MAX_LAT;) {
+	assert(n <= BENCH_MAX_LAT); /* a report holds no more rows */
+	for (int more = 1; more;) {
 		more = 0;
 		for (size_t k = 0; k < n; k++) {
 			struct bench_lat *row = m[k].row;
