@@ -9,7 +9,8 @@
  * Mechanisms take turns in blocks, so drifting background load hits all alike.
  * Then throughput (P processes x S slots through cuflagd), daemon CPU, and the
  * scanner's cost at paced loads (paced.c). The experiments behind the other
- * tables of docs/BENCHMARKS.md are programs of tests/perf/.
+ * tables of docs/BENCHMARKS.md are programs of tests/perf/; two of them, the
+ * scale run and the metrics' cost, can join this run (--scale, --metrics-cost).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -100,6 +101,9 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 	struct bench_daemon d;
 	int failed = 0;
 
+	/* Before the daemon exists: it inherits the raised RLIMIT_NOFILE. */
+	if (o->scale)
+		bench_scale_plan(o, &r->scale);
 	if (bench_daemon_start(&d, o))
 		return 1;
 	r->daemon_pid = d.pid;
@@ -114,14 +118,20 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 		failed |= r->tput[i].failed;
 	if (r->have_daemon_cpu)
 		bench_idle_cpu(o, r, &d);
+	if (o->scale && bench_scale_run(o, r, &d))
+		failed = 1;
 	bench_daemon_stop(&d);
 	if (o->paced && bench_paced_run(o, r))
+		failed = 1;
+	if (o->metrics_cost && bench_metrics_cost(o, r))
 		failed = 1;
 
 	bench_ratio_lat(r, "cuflagd_p50/eventfd-direct_p50", "cuflagd", "eventfd-direct", 0);
 	bench_ratio_lat(r, "cuflagd_p50/inproc-scanner_p50", "cuflagd", "inproc-scanner", 0);
 	bench_ratio_lat(r, "cuflagd_p99/eventfd-direct_p99", "cuflagd", "eventfd-direct", 1);
 	bench_ratio_lat(r, "cuflagd_p99/inproc-scanner_p99", "cuflagd", "inproc-scanner", 1);
+	if (r->scale.ran)
+		bench_ratio_lat(r, r->scale.ratio, r->scale.row, "scale-1x1", 0);
 	if (r->have_paced)
 		bench_paced_ratios(r);
 	return failed;

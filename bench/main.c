@@ -18,9 +18,9 @@ static const struct option own[] = {
 	{ "idle-ms", required_argument, NULL, O_IDLE },
 	{ "paced", no_argument, NULL, O_PACED },
 	{ "no-paced", no_argument, NULL, O_NO_PACED },
-	{ "no-scale", no_argument, NULL, O_NO_SCALE },
-	/* Runs that moved to programs of their own: refused with a pointer. */
+	/* Runs of tests/perf/ that this program can add to its CPU run. */
 	{ "scale", no_argument, NULL, O_SCALE },
+	{ "no-scale", no_argument, NULL, O_NO_SCALE },
 	{ "scale-clients", required_argument, NULL, O_SCALE_CLIENTS },
 	{ "metrics-cost", no_argument, NULL, O_METRICS_COST },
 	{ 0 },
@@ -52,16 +52,15 @@ static int parse_own(struct bench_opts *o, int c, const char *arg)
 	case O_NO_PACED:
 		o->paced = c == O_PACED ? 1 : 0;
 		return 0;
-	case O_NO_SCALE:
-		return 0; /* the scale run is tests/perf/perf-scale now: never here */
 	case O_SCALE:
+	case O_NO_SCALE:
+		o->scale = c == O_SCALE;
+		return 0;
 	case O_SCALE_CLIENTS:
-		fprintf(stderr, "cuflag-bench: the scale run is tests/perf/perf-scale now\n");
-		return 2;
+		return bench_scale_clients_opt(o, arg);
 	case O_METRICS_COST:
-		fprintf(stderr, "cuflag-bench: the metrics' cost is tests/perf/perf-metrics-cost "
-				"now\n");
-		return 2;
+		o->metrics_cost = 1;
+		return 0;
 	default:
 		return 2;
 	}
@@ -75,8 +74,12 @@ static const struct bench_extra_opts extra = {
 	"  --paced, --no-paced  cpu mode: the scanner's cost at paced loads, a daemon\n"
 	"                       per --scanner-mode (default on unless --iterations is\n"
 	"                       below 100)\n"
-	"  --no-scale           accepted for old command lines: the scale run is\n"
-	"                       tests/perf/perf-scale\n",
+	"  --scale, --no-scale  cpu mode: add perf-scale's run (latency with P idle\n"
+	"                       processes x 1024 slots connected, ~10000 slots armed\n"
+	"                       at once); default off\n"
+	"  --scale-clients P    processes of the scale run (default 64)\n"
+	"  --metrics-cost       cpu mode: add perf-metrics-cost's rows (a cuflagd with\n"
+	"                       its metrics against one with --no-metrics)\n",
 };
 
 int main(int argc, char **argv)
@@ -95,8 +98,8 @@ int main(int argc, char **argv)
 			      &extra);
 	if (rc >= 0)
 		return rc;
-	if (o.paced > 0 && o.mode[0] == 'g') {
-		fprintf(stderr, "cuflag-bench: --paced: cpu mode only\n");
+	if (o.mode[0] == 'g' && (o.paced > 0 || o.scale || o.metrics_cost)) {
+		fprintf(stderr, "cuflag-bench: --paced, --scale, --metrics-cost: cpu mode only\n");
 		return 2;
 	}
 	/* The scanner-cost rows take a few seconds: on by default, not in a tiny run. */

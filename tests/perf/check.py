@@ -26,6 +26,28 @@ def ratio(k, at_least=0.0):
     assert v is not None and v >= at_least and (at_least or v > 0), (k, v)
 
 
+def check_scale():
+    # The fleet's row is named by the fleet actually used (it shrinks when
+    # RLIMIT_NOFILE is low), e.g. scale-16x1024.
+    scale = doc["scale"]
+    fleet = scale["fleet"]
+    assert fleet == "scale-%dx%d" % (scale["fleet_processes"],
+                                     scale["fleet_slots_per_process"]), scale
+    measured("scale-1x1")
+    measured(fleet)
+    ratio(fleet + "_p50/scale-1x1_p50")
+    assert scale["exact"] is True and scale["complete_ms"] > 0, scale
+    assert scale["armed"] == scale["armed_processes"] * scale["armed_slots_per_process"] > 0
+
+
+def check_metrics_cost():
+    for n in ("metrics-on", "metrics-off"):
+        assert names[n]["n"] > 0 and tput[n]["per_s"] > 0, (names[n], tput[n])
+    for k in ("metrics-on/metrics-off", "metrics-on_p50/metrics-off_p50",
+              "metrics-on_p99/metrics-off_p99"):
+        ratio(k)
+
+
 if prog == "cuflag-bench" and doc["mode"] == "gpu":
     # The GPU mode (run by hand on a GPU machine: here it exits 77).
     for n in ("spin-floor", "hostfunc", "event-blocking", "event-spin", "inproc-scanner",
@@ -58,7 +80,7 @@ elif prog == "cuflag-bench":
         ratio(k)
     # The scanner's cost: both modes at every load, every completion counted.
     cost = {c["name"]: c for c in doc["scanner_cost"]}
-    for m in ("spin", "adaptive"):
+    for m in ("spin", "adaptive") if "--no-paced" not in sys.argv else ():
         for k in ("1k", "10k", "100k", "burst", "mixed"):
             n = "scan-%s-%s" % (m, k)
             assert names[n]["n"] > 0 and cost[n]["per_s"] > 0, (names[n], cost[n])
@@ -66,7 +88,13 @@ elif prog == "cuflag-bench":
             for p in ("p50", "p99"):
                 ratio("scan-adaptive-%s_%s/scan-spin-%s_%s" % (k, p, k, p))
             assert "scan-adaptive-%s_cpu/scan-spin-%s_cpu" % (k, k) in doc["ratios"], k
-    assert doc["scale"] is None, doc["scale"]
+    # The runs of tests/perf/ it can add (--scale, --metrics-cost), when asked.
+    if doc["config"]["scale"]:
+        check_scale()
+    else:
+        assert doc["scale"] is None, doc["scale"]
+    if "metrics-on" in names:
+        check_metrics_cost()
 elif prog == "perf-handoff":
     measured("cuflagd")
     # The handoff rows pin to two CPUs; with one they are there, unmeasured.
@@ -91,22 +119,8 @@ elif prog == "perf-groups":
 elif prog == "perf-arm":
     assert doc["arm"]["per_s_1_thread"] > 0 and doc["arm"]["per_s_8_threads"] > 0, doc["arm"]
 elif prog == "perf-scale":
-    # The fleet's row is named by the fleet actually used (it shrinks when
-    # RLIMIT_NOFILE is low), e.g. scale-16x1024.
-    scale = doc["scale"]
-    fleet = scale["fleet"]
-    assert fleet == "scale-%dx%d" % (scale["fleet_processes"],
-                                     scale["fleet_slots_per_process"]), scale
-    measured("scale-1x1")
-    measured(fleet)
-    ratio(fleet + "_p50/scale-1x1_p50")
-    assert scale["exact"] is True and scale["complete_ms"] > 0, scale
-    assert scale["armed"] == scale["armed_processes"] * scale["armed_slots_per_process"] > 0
+    check_scale()
 elif prog == "perf-metrics-cost":
-    for n in ("metrics-on", "metrics-off"):
-        assert names[n]["n"] > 0 and tput[n]["per_s"] > 0, (names[n], tput[n])
-    for k in ("metrics-on/metrics-off", "metrics-on_p50/metrics-off_p50",
-              "metrics-on_p99/metrics-off_p99"):
-        ratio(k)
+    check_metrics_cost()
 else:
     sys.exit("check.py: nothing known about " + prog)

@@ -41,9 +41,10 @@ struct bench_opts {
 	const char *socket;    /* an already-running daemon, or NULL */
 	const char *dump_dir;  /* --dump-samples DIR, or NULL */
 	const char *self;      /* argv[0] resolved: workers exec it */
-	int scale;             /* the scale run (perf-scale) */
+	int scale;             /* the scale run (scale.c) */
 	unsigned scale_clients; /* idle fleet / armed run: processes */
 	int paced;             /* the scanner-cost rows (cpu mode) */
+	int metrics_cost;      /* the metrics on/off rows (metrics-cost.c) */
 };
 
 /*
@@ -292,6 +293,20 @@ int bench_group_take(struct bench_group_slots *b, struct cuflag_slot *s, uint64_
  * for timeout_ms) or another negative errno. */
 int bench_group_count(struct cuflag_group *g, uint64_t want, int timeout_ms,
 		      int (*each)(void *arg, struct cuflag_slot *s, uint64_t n), void *arg);
+
+/* scale.c: the scale run. Plan the fleet from RLIMIT_NOFILE, raised first
+ * (before the daemon is spawned: it inherits it); then run it against d:
+ * rows scale-1x1 and s->row, and the armed run; 0 or -1. The ratio is
+ * s->ratio of s->row to scale-1x1, for the caller to add. */
+void bench_scale_plan(const struct bench_opts *o, struct bench_scale *s);
+int bench_scale_run(const struct bench_opts *o, struct bench_report *r,
+		    const struct bench_daemon *d);
+/* --scale-clients P into o; 0, or 2 for bad usage. */
+int bench_scale_clients_opt(struct bench_opts *o, const char *arg);
+/* metrics-cost.c: metrics on against off (cuflagd --no-metrics), daemons of
+ * its own taking turns: rows metrics-on and metrics-off, their ratios; 0, or
+ * 1 when a row failed. */
+int bench_metrics_cost(const struct bench_opts *o, struct bench_report *r);
 
 /* The end of a program's run: --dump-samples, the report (JSON or tables),
  * the rows freed. The exit status: 1 when nothing ran or failed is set. */
