@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The measuring harness that cuflag-bench and the experiments of tests/perf/
- * share: options, a daemon of one's own, worker processes, rows of samples
- * and their report (tables or one JSON object). Nothing here calls back into
- * a program that uses it.
+ * share: options, a daemon of one's own, worker processes, the runs they
+ * share; the rows of samples and their report are report.h's. Nothing here
+ * calls back into a program that uses it.
  */
 #ifndef CUFLAG_PERF_H
 #define CUFLAG_PERF_H
@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "fd-util.h"
+#include "report.h"
 
 /* A line on stderr, after the program's name. */
 #define bench_say(...) (fprintf(stderr, "%s: ", program_invocation_short_name), \
@@ -63,7 +64,6 @@ struct bench_extra_opts {
 int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *what,
 		     const struct bench_extra_opts *extra);
 /* The same for a program of tests/perf/: r gets its name as title. */
-struct bench_report;
 int bench_program_start(struct bench_report *r, struct bench_opts *o, int argc, char **argv,
 			const char *what, const struct bench_extra_opts *extra);
 /* An unsigned number option in min..max; 0, or 2 (said on stderr). */
@@ -84,92 +84,6 @@ int bench_parse_uint(const char *opt, const char *s, unsigned long long min,
 /* The spawned daemon's --max-clients: room for the fleet and the bench. */
 #define BENCH_MAX_CLIENTS 256
 #define BENCH_SCALE_MAX_CLIENTS (BENCH_MAX_CLIENTS - 16)
-
-#define BENCH_MAX_LAT 24
-#define BENCH_MAX_TPUT 16
-#define BENCH_MAX_RATIOS 64
-
-/* One latency row: samples in microseconds. */
-struct bench_lat {
-	const char *name;
-	double *us;
-	size_t n;
-	int failed;            /* the mechanism could not be measured */
-	char why[160];         /* what went wrong, when failed */
-};
-
-struct bench_tput {
-	const char *name;
-	unsigned procs;
-	unsigned per_proc;     /* slots or streams per process */
-	uint64_t completions;
-	double seconds;
-	double per_s;
-	double daemon_cpu_ms;  /* < 0: not measured for this row */
-	int failed;
-	char why[160];
-};
-
-struct bench_ratio {
-	const char *name;
-	double value;          /* < 0: not available */
-};
-
-/* The scale run (--mode cpu): latency against allocated slots, many armed at once. */
-struct bench_scale {
-	int ran;
-	unsigned clients, slots;  /* the idle fleet used: processes x slots each */
-	char note[200];           /* why the fleet is smaller than asked, or "" */
-	char row[32];             /* "scale-PxS", the fleet's latency row */
-	char ratio[64];           /* "scale-PxS_p50/scale-1x1_p50" */
-	unsigned armed_procs, armed_per_proc;
-	uint64_t armed;           /* slots armed at once */
-	double complete_ms;       /* first store to last completion; < 0: not measured */
-	double daemon_cpu_ms;     /* over the armed run; < 0: not measured */
-	int exact;                /* every slot signalled exactly once */
-	char why[200];            /* what went wrong, when not exact */
-};
-
-/* Scanner cost at a paced load (paced.c): one per scanner mode and load:
- * steady at 1k, 10k and 100k/s, bursts, and mixed durations. */
-#define BENCH_PACED_RATES 5
-struct bench_paced {
-	char name[32];            /* scan-MODE-LOAD, also its latency row */
-	const char *mode;         /* "spin" or "adaptive" */
-	const char *load;         /* "1k", "10k", "100k", "burst", "mixed" */
-	unsigned rate;            /* completions per second asked for (on average) */
-	double per_s;             /* achieved; < 0: not measured */
-	double pct_core;          /* daemon CPU, % of one core; < 0: not measured */
-	double us_per_completion; /* daemon CPU per completion */
-	struct bench_lat *row;
-};
-
-struct bench_report {
-	const char *mode;          /* "cpu" or "gpu" */
-	const char *title;         /* the text report's first line */
-	const struct bench_opts *opts;
-	struct bench_lat lat[BENCH_MAX_LAT];
-	size_t nlat;
-	struct bench_tput tput[BENCH_MAX_TPUT];
-	size_t ntput;
-	/* Daemon CPU. */
-	int cpu_section;           /* the report has a daemon CPU section */
-	int have_daemon_cpu;
-	pid_t daemon_pid;
-	double us_per_completion;  /* daemon CPU per completion, throughput run */
-	double idle_pct;           /* % of one core while clients sit idle */
-	double idle_seconds;
-	unsigned idle_clients;
-	/* Arms per second with the scanner awake: one thread, 8 threads on 8 slots. */
-	int arm_ran;
-	double arm_1, arm_8;       /* < 0: not measured */
-	char arm_why[160];
-	struct bench_ratio ratios[BENCH_MAX_RATIOS];
-	size_t nratios;
-	struct bench_scale scale;
-	int have_paced;
-	struct bench_paced paced[2][BENCH_PACED_RATES];
-};
 
 struct bench_daemon;
 
@@ -209,30 +123,8 @@ static inline uint64_t bench_rand(uint64_t *s)
 	return *s = x;
 }
 
-/* rows.c (percentiles: tests/percentile.c) */
+/* rows.c: sleep ns, resumed after signals. */
 void bench_sleep_ns(uint64_t ns);
-/* Sort a row's samples and fill p50/p90/p99/max (0 when empty). */
-struct bench_pcts {
-	double p50, p90, p99, max;
-};
-struct bench_pcts bench_lat_pcts(struct bench_lat *l);
-struct bench_lat *bench_lat_add(struct bench_report *r, const char *name, size_t cap);
-void bench_lat_fail(struct bench_lat *l, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-struct bench_tput *bench_tput_add(struct bench_report *r, const char *name);
-const struct bench_lat *bench_lat_find(const struct bench_report *r, const char *name);
-const struct bench_tput *bench_tput_find(const struct bench_report *r, const char *name);
-void bench_ratio_add(struct bench_report *r, const char *name, double value);
-void bench_ratio_lat(struct bench_report *r, const char *name, const char *a, const char *b,
-		     int p99);
-void bench_ratio_tput(struct bench_report *r, const char *name, const char *a, const char *b);
-int bench_dump_samples(struct bench_report *r, const char *dir);
-
-/* json.c */
-void bench_print_json(const struct bench_report *r);
-
-/* text.c */
-void bench_print_text(const struct bench_report *r);
 
 /* daemon.c: a cuflagd of our own, or the one at --socket. */
 struct bench_daemon {
@@ -252,11 +144,6 @@ void bench_daemon_stop(struct bench_daemon *d);
 double bench_daemon_cpu_ms(const struct bench_daemon *d);
 /* $CUFLAGD, else cuflagd next to self (or in the build tree), else on PATH. */
 const char *bench_find_daemon(const char *self);
-
-/* rows.c: the group ratios: latency p50, throughput, daemon CPU per completion. */
-void bench_group_ratios(struct bench_report *r);
-/* The ratio of row a's daemon CPU per completion to row b's (n/a if missing). */
-void bench_ratio_cpu(struct bench_report *r, const char *name, const char *a, const char *b);
 
 /* tput.c: the throughput run, P processes x S slots through cuflagd: each
  * arms and stores at once, at most 8 in flight a slot, every count exact.
@@ -307,9 +194,5 @@ int bench_scale_clients_opt(struct bench_opts *o, const char *arg);
  * its own taking turns: rows metrics-on and metrics-off, their ratios; 0, or
  * 1 when a row failed. */
 int bench_metrics_cost(const struct bench_opts *o, struct bench_report *r);
-
-/* The end of a program's run: --dump-samples, the report (JSON or tables),
- * the rows freed. The exit status: 1 when nothing ran or failed is set. */
-int bench_finish(struct bench_report *r, int failed);
 
 #endif
