@@ -42,6 +42,7 @@ struct cuflag_client {
 	struct cuflag_region_layout layout;
 	_Atomic uint32_t *head;   /* written by the daemon */
 	_Atomic uint32_t *tail;   /* written by us */
+	_Atomic uint64_t *arm_time; /* by us: when we last stored the tail */
 	struct cuflag_arm *queue;
 	volatile uint32_t *flags;
 

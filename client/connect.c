@@ -105,6 +105,8 @@ static int make_region(struct cuflag_client *c, const struct cuflag_msg_hello_re
 	}
 	c->head = (_Atomic uint32_t *)(c->region + c->layout.head_off);
 	c->tail = (_Atomic uint32_t *)(c->region + c->layout.tail_off);
+	c->arm_time = (_Atomic uint64_t *)(c->region + c->layout.tail_off +
+					   CUFLAG_REGION_ARM_TIME_OFF);
 	c->queue = (struct cuflag_arm *)(c->region + c->layout.queue_off);
 	c->flags = (volatile uint32_t *)(c->region + c->layout.flags_off);
 	c->states = (volatile struct cuflag_slot_state *)(c->region + c->layout.state_off);

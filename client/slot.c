@@ -367,6 +367,9 @@ int cuflag__publish(struct cuflag_slot *s, uint32_t target)
 	e->slot = s->id;
 	e->target = target;
 	c->tail_local++;
+	/* Before the tail: the scanner that reads this tail reads this time
+	 * or a later one, and learns durations from it (cuflag-proto.h). */
+	atomic_store_explicit(c->arm_time, cuflag_now_ns(), memory_order_relaxed);
 	atomic_store_explicit(c->tail, c->tail_local, memory_order_release);
 	pthread_mutex_unlock(&c->arm_lock);
 	cuflag__wake_scanner(c);

@@ -36,6 +36,11 @@ void idle_note_done(struct idle_state *st, uint64_t d_ns)
 		st->low_ns += (d_ns - st->low_ns) / 16;
 }
 
+void idle_note_park_wake(struct idle_state *st, uint64_t wake_ns)
+{
+	st->park_wake_ns = wake_ns;
+}
+
 static struct idle_decision act(enum idle_action a, uint64_t until_ns)
 {
 	return (struct idle_decision){ .action = a, .until_ns = until_ns };
@@ -74,7 +79,13 @@ static struct idle_decision decide_spin(const struct idle_cfg *cfg, uint64_t spu
 static struct idle_decision wait_until(const struct idle_cfg *cfg, const struct idle_state *st,
 				       uint64_t now_ns, uint64_t at, uint64_t lead_ns)
 {
-	if (at < now_ns + IDLE_SLEEP_MIN_NS)
+	/* Not worth a wake-up: what of it would be asleep, less the timer's
+	 * lateness, is too short (100k/s: 10 us apart, a timer 6 us late;
+	 * the lateness counted up to IDLE_SLEEP_LATE_MAX_NS only, so that a
+	 * lead grown once does not stop every sleep that would measure it
+	 * again). */
+	if (at < now_ns + IDLE_SLEEP_MIN_NS +
+			 (lead_ns < IDLE_SLEEP_LATE_MAX_NS ? lead_ns : IDLE_SLEEP_LATE_MAX_NS))
 		return act(IDLE_SPIN, 0);
 	if (at > now_ns + cfg->backstop_ns)
 		at = now_ns + cfg->backstop_ns;
@@ -91,6 +102,11 @@ static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle
 
 	/* Never spin longer than spin_ns for an arm (0: park at once). */
 	if (!st->gap_ns || !st->idle_since_ns || spun >= cfg->spin_ns)
+		return act(IDLE_PARK, 0);
+	/* The next arm wakes a parked scanner soon enough to sleep again
+	 * before its work can be due: park, however regular the arms (no
+	 * timer, no spin for the arm; its client pays one write). */
+	if (st->park_wake_ns && st->low_ns > st->park_wake_ns + lead_ns + IDLE_SLEEP_MIN_NS)
 		return act(IDLE_PARK, 0);
 	/* Arms that come back sooner than a park is worth: spin for a few
 	 * of their gaps, no longer than spin_ns. */

@@ -47,6 +47,8 @@ struct idle_state {
 	uint64_t low_ns;        /* the quickest completions lately: falls fast,
 				 * rises slowly (0: none seen) */
 	uint64_t spin_since_ns; /* the current streak without progress began (0: none) */
+	uint64_t park_wake_ns;  /* how long after an arm a parked scanner takes it,
+				 * lately (90th percentile; 0: not known) */
 };
 
 enum idle_action {
@@ -61,8 +63,10 @@ struct idle_decision {
 	uint64_t until_ns; /* IDLE_NAP, IDLE_SLEEP: the absolute deadline */
 };
 
-/* A wait shorter than this is not worth its system calls and wake-up. */
+/* A wait shorter than this (plus the timer's lateness, counted up to
+ * IDLE_SLEEP_LATE_MAX_NS) is not worth its system calls and wake-up. */
 #define IDLE_SLEEP_MIN_NS 5000u
+#define IDLE_SLEEP_LATE_MAX_NS 15000u
 /* Arms that come back within this after the set went empty are spun for
  * (about a park and a wake-up's cost). */
 #define IDLE_GAP_SPIN_NS 5000u
@@ -72,6 +76,8 @@ struct idle_decision {
 void idle_note_empty(struct idle_state *st, uint64_t now_ns);
 void idle_note_armed_from_empty(struct idle_state *st, uint64_t now_ns);
 void idle_note_done(struct idle_state *st, uint64_t d_ns);
+/* An arm wakes the parked scanner within wake_ns lately. */
+void idle_note_park_wake(struct idle_state *st, uint64_t wake_ns);
 
 /*
  * The decision after a pass at now_ns. npending: slots pending; progress: the

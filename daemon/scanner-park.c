@@ -133,6 +133,10 @@ void scanner_block(struct scanner *sc, uint64_t deadline_ns)
 	atomic_store_explicit(&sc->block_since_ns, 0, memory_order_release);
 	atomic_fetch_add_explicit(&sc->wakeups, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sc->parks, 1, memory_order_relaxed);
+	/* An arm or a command ended it (not its timer): what the next pass
+	 * sees may have happened at any time since t0. */
+	sc->woke_from = n > 0 ? t0 : 0;
+	sc->wake_sampled = 0;
 	if (deadline_ns) {
 		count_sleep(sc, t0, deadline_ns, t1, n == 0);
 	} else {

@@ -22,15 +22,20 @@ int pending_user_full(const struct scanner_user *u)
 
 void pending_add(struct scanner *sc, struct scanner_slot *s)
 {
+	pending_add_at(sc, s, sc->now);
+}
+
+void pending_add_at(struct scanner *sc, struct scanner_slot *s, uint64_t arm_ns)
+{
 	struct scanner_user *u = s->sess->user;
 
 	if (s->pend_idx != SCAN_NOT_PENDING || s->waiting)
 		return;
 	if (!sc->npending)
-		idle_note_armed_from_empty(&sc->idle, sc->now);
-	predict_armed(&s->timing, sc->now);
+		idle_note_armed_from_empty(&sc->idle, arm_ns);
+	predict_armed(&s->timing, arm_ns);
 	if (sc->t.metrics)
-		atomic_store_explicit(&s->armed_at_ns, sc->now, memory_order_relaxed);
+		atomic_store_explicit(&s->armed_at_ns, arm_ns, memory_order_relaxed);
 	/* max_pending covers every slot that can exist, so this cannot overflow. */
 	s->pend_idx = (uint32_t)sc->npending;
 	sc->pending[sc->npending++] = s;

@@ -45,6 +45,11 @@ struct scanner {
 	uint64_t now;            /* this pass's clock */
 	uint64_t planned;        /* when the wait before this pass was to end, where
 				  * its timer ended it late (0: it was not) */
+	uint64_t woke_from;      /* the wait before this pass began then and an arm or a
+				  * command ended it (0: it did not; its timer, or no wait):
+				  * a flag seen now may have landed at any time since */
+	int wake_sampled;        /* that wake's delay after its arm is learned */
+	struct timer_lateness wake_late; /* how long after an arm a parked scanner takes it */
 	uint64_t seen_now;       /* metrics: when this pass saw its first completion, 0: not yet */
 	uint64_t look_at;        /* earliest time a pending slot is to be looked at */
 	uint64_t lead;           /* this pass's lead before a due time (predictor.h) */
@@ -79,6 +84,9 @@ void scanner_apply_cmds(struct scanner *sc);
  * checked the user's share: pending_user_full); pending_add_or_wait puts it
  * on its user's wait list instead when the share is full. */
 void pending_add(struct scanner *sc, struct scanner_slot *s);
+/* The same for an arm made at arm_ns (its client's word for it, checked:
+ * scanner_drain_queue): its wait is learned from then. */
+void pending_add_at(struct scanner *sc, struct scanner_slot *s, uint64_t arm_ns);
 void pending_add_or_wait(struct scanner *sc, struct scanner_slot *s);
 void pending_del(struct scanner *sc, struct scanner_slot *s);
 int pending_user_full(const struct scanner_user *u);

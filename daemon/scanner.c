@@ -57,15 +57,41 @@ static void count_bad_arm(struct scanner *sc, struct scanner_session *ss)
  * command that preceded the arm is visible by then.
  * Returns whether it took any entry.
  */
+/*
+ * When the arms now in ss's queue were made: the client's word for its last
+ * one (cuflag-proto.h), read once, kept only between the previous look at
+ * the queue (prev_ns, which found none of them) and now; else now. The
+ * first arm after a park also says how long an arm takes to wake the
+ * scanner: the idle policy parks rather than waits for arms when that is
+ * shorter than the work that follows them.
+ */
+static uint64_t arm_time(struct scanner *sc, struct scanner_session *ss, uint64_t prev_ns)
+{
+	uint64_t at = atomic_load_explicit(ss->arm_time, memory_order_relaxed);
+
+	if (at < prev_ns || at > sc->now)
+		return sc->now;
+	if (sc->woke_from && !sc->wake_sampled && at >= sc->woke_from) {
+		sc->wake_sampled = 1;
+		predict_lateness(&sc->wake_late, at, sc->now);
+		idle_note_park_wake(&sc->idle, predict_lead_ns(&sc->wake_late));
+	}
+	return at;
+}
+
 int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cmd)
 {
 	uint32_t tail = atomic_load_explicit(ss->tail, memory_order_acquire);
 	uint32_t head = ss->head_local;
 	uint32_t avail = tail - head;
 	uint32_t mask = ss->layout.queue_cap - 1;
+	uint64_t prev = ss->drained_ns, arm_ns;
 
-	if (!avail || atomic_load_explicit(&ss->broken, memory_order_relaxed))
+	if (!avail || atomic_load_explicit(&ss->broken, memory_order_relaxed)) {
+		/* Seen empty as of this pass: what comes next was armed later. */
+		ss->drained_ns = sc->now;
 		return 0;
+	}
 	if (avail > ss->layout.queue_cap) {
 		/* The client wrote an impossible tail: stop reading its queue
 		 * (not broken yet: that returned above). */
@@ -78,6 +104,8 @@ int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_c
 	 * pass began: a scanner preempted in between would date them before
 	 * they were made (one read per queue with arms in it). */
 	sc->now = cuflag_now_ns();
+	ss->drained_ns = sc->now;
+	arm_ns = arm_time(sc, ss, prev);
 	for (; head != tail; head++) {
 		struct cuflag_arm a;
 		const volatile struct cuflag_arm *e = &ss->queue[head & mask];
@@ -105,7 +133,7 @@ int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_c
 			s->armed = a.target;
 			s->persist->armed = a.target;
 		}
-		pending_add(sc, s);
+		pending_add_at(sc, s, arm_ns);
 		atomic_fetch_add_explicit(&ss->n_armed, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&sc->armed, 1, memory_order_relaxed);
 	}
@@ -208,7 +236,10 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 		if (sc->t.metrics)
 			lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns,
 					lhist_clock(&sc->seen_now), due);
-		if (sc->t.idle.mode == SCANNER_ADAPTIVE) {
+		if (sc->t.idle.mode == SCANNER_ADAPTIVE && sc->woke_from &&
+		    s->timing.since_ns < sc->woke_from) {
+			predict_completed_unseen(&s->timing, sc->now);
+		} else if (sc->t.idle.mode == SCANNER_ADAPTIVE) {
 			idle_note_done(&sc->idle,
 				       predict_completed(&s->timing, sc->planned ? sc->planned : sc->now,
 							 sc->now));
@@ -340,7 +371,8 @@ static int pass(struct scanner *sc)
 		progress = 1;
 	}
 	atomic_fetch_add_explicit(&sc->passes, 1, memory_order_relaxed);
-	sc->planned = 0; /* a wait after this pass sets it for the next */
+	sc->planned = 0; /* a wait after this pass sets them for the next */
+	sc->woke_from = 0;
 	/* Writes carried to the next pass: it comes at once. */
 	return progress || sc->deferred;
 }
@@ -396,6 +428,7 @@ void scanner_session_init(struct scanner_session *ss, const struct cuflag_region
 	ss->base = base;
 	ss->head = (_Atomic uint32_t *)(base + l->head_off);
 	ss->tail = (_Atomic uint32_t *)(base + l->tail_off);
+	ss->arm_time = (_Atomic uint64_t *)(base + l->tail_off + CUFLAG_REGION_ARM_TIME_OFF);
 	ss->queue = (struct cuflag_arm *)(base + l->queue_off);
 	ss->flags = flags;
 	ss->states = (volatile struct cuflag_slot_state *)(base + l->state_off);

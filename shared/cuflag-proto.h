@@ -546,6 +546,15 @@ _Static_assert(sizeof(struct cuflag_arm) == 8, "arm size");
 #define CUFLAG_REGION_HEAD_OFF (1u * CUFLAG_CACHELINE)
 #define CUFLAG_REGION_TAIL_OFF (2u * CUFLAG_CACHELINE)
 #define CUFLAG_REGION_QUEUE_OFF (3u * CUFLAG_CACHELINE)
+/*
+ * In the tail's line, after the tail: a uint64 the client writes before each
+ * tail store, its CLOCK_MONOTONIC time in ns. Only a hint: the scanner dates
+ * the arms it takes by it (to learn how long work takes from when it was
+ * armed, not from when a sleeping scanner got to it), reads it once per
+ * queue, and keeps it between its previous look at that queue and now; 0 or
+ * anything outside that is ignored (clients that do not write it).
+ */
+#define CUFLAG_REGION_ARM_TIME_OFF 8u
 
 /* ------------------------------------------------------------------ */
 /* The daemon page (read-only for clients: F_SEAL_FUTURE_WRITE)          */

@@ -405,6 +405,8 @@ int cuflag_region_layout_check(const struct cuflag_region_layout *l, uint64_t ma
 			       uint32_t page_size, const char **reason)
 {
 	uint64_t qlen = (uint64_t)l->queue_cap * sizeof(struct cuflag_arm);
+	/* The tail and the arm time after it (CUFLAG_REGION_ARM_TIME_OFF). */
+	uint64_t tlen = CUFLAG_REGION_ARM_TIME_OFF + sizeof(uint64_t);
 	uint64_t flen = (uint64_t)l->nslots * sizeof(uint32_t);
 	uint64_t slen = (uint64_t)l->nslots * sizeof(struct cuflag_slot_state);
 	uint64_t glen = (uint64_t)l->ngroups * l->ring_size;
@@ -424,7 +426,7 @@ int cuflag_region_layout_check(const struct cuflag_region_layout *l, uint64_t ma
 	    (l->ngroups && l->groups_off % CUFLAG_CACHELINE) ||
 	    l->flags_off % page_size)
 		FAIL(-EINVAL, "region part misaligned");
-	if (!inside(l->head_off, 4, l->size) || !inside(l->tail_off, 4, l->size) ||
+	if (!inside(l->head_off, 4, l->size) || !inside(l->tail_off, tlen, l->size) ||
 	    !inside(l->queue_off, qlen, l->size) || !inside(l->flags_off, flen, l->size) ||
 	    !inside(l->state_off, slen, l->size) || !inside(l->groups_off, glen, l->size))
 		FAIL(-EINVAL, "region part outside the region");
@@ -436,16 +438,16 @@ int cuflag_region_layout_check(const struct cuflag_region_layout *l, uint64_t ma
 	    l->flags_off < sizeof(struct cuflag_region_hdr))
 		FAIL(-EINVAL, "region part over the header");
 	if (!apart(l->head_off, CUFLAG_CACHELINE, l->tail_off, CUFLAG_CACHELINE) ||
-	    !apart(l->head_off, 4, l->queue_off, qlen) || !apart(l->tail_off, 4, l->queue_off, qlen) ||
+	    !apart(l->head_off, 4, l->queue_off, qlen) || !apart(l->tail_off, tlen, l->queue_off, qlen) ||
 	    !apart(l->queue_off, qlen, l->flags_off, flen) ||
-	    !apart(l->head_off, 4, l->flags_off, flen) || !apart(l->tail_off, 4, l->flags_off, flen) ||
+	    !apart(l->head_off, 4, l->flags_off, flen) || !apart(l->tail_off, tlen, l->flags_off, flen) ||
 	    !apart(l->state_off, slen, l->flags_off, flen) ||
 	    !apart(l->state_off, slen, l->queue_off, qlen) ||
-	    !apart(l->state_off, slen, l->head_off, 4) || !apart(l->state_off, slen, l->tail_off, 4) ||
+	    !apart(l->state_off, slen, l->head_off, 4) || !apart(l->state_off, slen, l->tail_off, tlen) ||
 	    !apart(l->groups_off, glen, l->flags_off, flen) ||
 	    !apart(l->groups_off, glen, l->queue_off, qlen) ||
 	    !apart(l->groups_off, glen, l->state_off, slen) ||
-	    !apart(l->groups_off, glen, l->head_off, 4) || !apart(l->groups_off, glen, l->tail_off, 4))
+	    !apart(l->groups_off, glen, l->head_off, 4) || !apart(l->groups_off, glen, l->tail_off, tlen))
 		FAIL(-EINVAL, "region parts overlap");
 	return 0;
 }

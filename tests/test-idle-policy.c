@@ -186,7 +186,8 @@ START_TEST(test_idle_waits_for_the_next_arm)
 	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action,
 			 IDLE_PARK);
 	/* Arms come 500 us after the set goes empty, work takes 500 us: nap
-	 * until just before the next arm, spin across it, park if it is late. */
+	 * until just before the next arm, spin across it, park if it is late
+	 * (how quickly an arm wakes a parked scanner is not known yet). */
 	for (int i = 0; i < 10; i++) {
 		idle_note_empty(&st, t);
 		idle_note_armed_from_empty(&st, t + 500 * US);
@@ -202,6 +203,11 @@ START_TEST(test_idle_waits_for_the_next_arm)
 			 IDLE_SPIN);
 	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 600 * US, 0, 0, UINT64_MAX, LEAD).action,
 			 IDLE_PARK);
+	/* An arm wakes a parked scanner within 20 us: park at once (the work
+	 * after the arm leaves time to sleep again before it is due). */
+	idle_note_park_wake(&st, 20 * US);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_PARK);
+	idle_note_park_wake(&st, 0);
 	/* Arms that come 5 ms after while work takes 500 us: a nap would be
 	 * longer than any work; park (the arm wakes the scanner). */
 	for (int i = 0; i < 20; i++) {
@@ -226,6 +232,98 @@ START_TEST(test_idle_waits_for_the_next_arm)
 			 IDLE_PARK);
 	/* Progress always passes again. */
 	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 3, 1, t + 1 * MS, LEAD).action, IDLE_SPIN);
+}
+END_TEST
+
+START_TEST(test_irregular_arms_park_when_a_wake_is_quick)
+{
+	struct idle_state st = { 0 };
+	uint64_t t = 1000 * MS;
+
+	/* Arms 200-800 us after the set goes empty, work 500 us: too
+	 * irregular to nap through; without knowing how quickly an arm wakes
+	 * a parked scanner, wait for the arm (nap towards it, then spin). */
+	for (int i = 0; i < 20; i++) {
+		idle_note_empty(&st, t);
+		idle_note_armed_from_empty(&st, t + (i % 2 ? 200 : 800) * US);
+		idle_note_done(&st, 500 * US);
+		t += 2 * MS;
+	}
+	idle_note_empty(&st, t);
+	ck_assert_int_ne(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_PARK);
+	/* An arm wakes the parked scanner within 30 us: well inside the work
+	 * that follows it, so park. */
+	idle_note_park_wake(&st, 30 * US);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_PARK);
+	/* Work of 20 us after arms that take 30 us to wake it: wait for them. */
+	for (int i = 0; i < 40; i++)
+		idle_note_done(&st, 20 * US);
+	ck_assert_int_ne(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_PARK);
+}
+END_TEST
+
+START_TEST(test_no_sleep_shorter_than_the_lateness)
+{
+	struct idle_state st = { 0 };
+	uint64_t t = 1000 * MS;
+
+	idle_note_done(&st, 10 * US);
+	/* 100k/s: due in 8 us with a timer 6 us late lately: spin. */
+	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 1, 0, t + 8 * US, 6 * US).action, IDLE_SPIN);
+	/* With a timer 2 us late, an 8 us wait is worth it. */
+	ck_assert_int_ne(idle_decide(&adaptive, &st, t, 1, 0, t + 8 * US, 2 * US).action, IDLE_SPIN);
+	/* A lead grown to 60 us (a bad spell) does not stop a 40 us sleep,
+	 * which measures the timer again. */
+	idle_note_done(&st, 100 * US);
+	ck_assert_int_ne(idle_decide(&adaptive, &st, t, 1, 0, t + 40 * US, 60 * US).action,
+			 IDLE_SPIN);
+}
+END_TEST
+
+START_TEST(test_one_delayed_completion_is_clipped)
+{
+	uint64_t t = 1000 * MS;
+	struct slot_timing s = learned(500 * US, 20, &t);
+	uint64_t lat = s.lat_ns, dev = s.dev_ns;
+
+	/* A completion 300 us late (its stream, or the machine, was held up):
+	 * the guess moves by a quarter of the clip, the spread at most doubles. */
+	predict_armed(&s, t);
+	predict_completed(&s, t + 800 * US, t + 800 * US);
+	ck_assert_uint_le(s.lat_ns, lat + (4 * dev + PREDICT_WINDOW_MIN_NS) / 4 + 1);
+	ck_assert_uint_le(s.dev_ns, 2 * dev + PREDICT_WINDOW_MIN_NS);
+	/* A lasting change is followed within a few dozen samples. */
+	t += 1 * MS;
+	for (int i = 0; i < 40; i++) {
+		predict_armed(&s, t);
+		predict_completed(&s, t + 800 * US, t + 800 * US);
+		t += 1 * MS;
+	}
+	ck_assert_uint_ge(s.lat_ns, 780 * US);
+	ck_assert_uint_le(s.lat_ns, 820 * US);
+	/* A completion seen after a wait an arm ended is not learned. */
+	lat = s.lat_ns;
+	predict_armed(&s, t);
+	predict_completed_unseen(&s, t + 5 * MS);
+	ck_assert_uint_eq(s.lat_ns, lat);
+	ck_assert_uint_eq(s.since_ns, t + 5 * MS);
+}
+END_TEST
+
+START_TEST(test_lead_is_the_lateness_p90)
+{
+	uint64_t t = 1000 * MS;
+	struct timer_lateness l = { 0 };
+
+	/* Mostly 6 us late, one wake in twenty 60 us: the lead covers the
+	 * usual, not the tail. */
+	for (int i = 0; i < 200; i++)
+		predict_lateness(&l, t, t + (i % 20 ? 6 : 60) * US);
+	ck_assert_uint_le(predict_lead_ns(&l), 6 * US + PREDICT_LEAD_MIN_NS);
+	/* One in five late by 60 us: now it does. */
+	for (int i = 0; i < 200; i++)
+		predict_lateness(&l, t, t + (i % 5 ? 6 : 60) * US);
+	ck_assert_uint_ge(predict_lead_ns(&l), 60 * US);
 }
 END_TEST
 
@@ -336,6 +434,10 @@ int main(void)
 				       test_mixed_durations_look_early,
 				       test_seed_from_the_client,
 				       test_idle_waits_for_the_next_arm,
+				       test_irregular_arms_park_when_a_wake_is_quick,
+				       test_no_sleep_shorter_than_the_lateness,
+				       test_one_delayed_completion_is_clipped,
+				       test_lead_is_the_lateness_p90,
 				       test_low_watermark_falls_fast_rises_slowly,
 				       test_spin_mode_as_before, test_sleep_bounded_by_the_backstop,
 				       test_share_per_pass, NULL };
