@@ -22,10 +22,14 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
+#include "call.h"
 #include "cpu-relax.h"
+#include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
+#include "unix-socket.h"
 
 #define PACED_SLOTS 8
 #define PACED_RUN_NS 500000000ull  /* per load and mode */
@@ -188,6 +192,32 @@ static int paced_wait(struct paced_run *p, int ep)
 	return atomic_load(&p->done) == p->n ? 0 : -EPROTO;
 }
 
+/* The daemon's STATS; -errno where it did not answer. */
+static int paced_stats(const struct bench_daemon *d, struct cuflag_msg_stats_reply *out)
+{
+	uint8_t buf[CUFLAG_MSG_MAX];
+	struct cuflag_call call = { .type = CUFLAG_MSG_STATS, .id = 1, .reply = buf };
+	int fd = cuflag_unix_connect(d->sock, CUFLAG_REPLY_TIMEOUT_S), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = cuflag_call(fd, &call);
+	if (!rc)
+		memcpy(out, cuflag_call_body(&call), sizeof(*out));
+	close(fd);
+	return rc;
+}
+
+/* What the scanner did between two STATS, per completion. */
+static void paced_breakdown(struct bench_paced *out, const struct cuflag_msg_stats_reply *a,
+			    const struct cuflag_msg_stats_reply *b, uint64_t n)
+{
+	out->wakeups = (double)(b->scanner_wakeups - a->scanner_wakeups) / (double)n;
+	out->sleeps = (double)(b->scanner_sleeps - a->scanner_sleeps) / (double)n;
+	out->spin_us = (double)(b->spinning_ns - a->spinning_ns) / 1e3 / (double)n;
+	out->timer_late_us = (double)b->timer_late_ns / 1e3;
+}
+
 static void paced_one(const struct bench_daemon *d, const struct paced_load *l,
 		      struct bench_lat *row, struct bench_paced *out)
 {
@@ -198,12 +228,15 @@ static void paced_one(const struct bench_daemon *d, const struct paced_load *l,
 	uint64_t t_end;
 	int ep = -1, rc;
 	struct bench_worker_result res = { 0 };
+	struct cuflag_msg_stats_reply st0, st1;
+	int have_st;
 
 	ep = bench_worker_slots(d->sock, PACED_SLOTS, &c, p.s, &res);
 	if (ep < 0) {
 		bench_lat_fail(row, "%s", res.why);
 		goto out;
 	}
+	have_st = paced_stats(d, &st0) == 0;
 	cpu0 = bench_daemon_cpu_ms(d);
 	p.start = cuflag_now_ns() + 1000000;
 	rc = pthread_create(&dev, NULL, paced_device, &p);
@@ -215,6 +248,8 @@ static void paced_one(const struct bench_daemon *d, const struct paced_load *l,
 	t_end = cuflag_now_ns();
 	pthread_join(dev, NULL);
 	cpu1 = bench_daemon_cpu_ms(d);
+	if (have_st && paced_stats(d, &st1) == 0 && p.n)
+		paced_breakdown(out, &st0, &st1, p.n);
 	if (p.rc || rc) {
 		bench_lat_fail(row, "%s: %s (%llu of %llu counted)", p.rc ? "arm" : "count",
 			       strerror(-(p.rc ? p.rc : rc)), (unsigned long long)p.done,
@@ -252,6 +287,7 @@ int bench_paced_run(const struct bench_opts *o, struct bench_report *r)
 			bp->load = l->name;
 			bp->rate = l->rate;
 			bp->per_s = bp->pct_core = bp->us_per_completion = -1;
+			bp->wakeups = bp->sleeps = bp->spin_us = bp->timer_late_us = -1;
 			bp->row = bench_lat_add(r, bp->name, n);
 			if (up)
 				bench_lat_fail(bp->row, o->socket ? "needs a daemon of its own "

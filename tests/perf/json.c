@@ -164,6 +164,14 @@ void bench_print_json(const struct bench_report *cr)
 			put_num(p->per_s < 0 ? -1 : p->pct_core);
 			fputs(", \"daemon_us_per_completion\": ", stdout);
 			put_num(p->per_s < 0 ? -1 : p->us_per_completion);
+			fputs(", \"scanner_wakeups_per_completion\": ", stdout);
+			put_num(p->wakeups);
+			fputs(", \"scanner_sleeps_per_completion\": ", stdout);
+			put_num(p->sleeps);
+			fputs(", \"scanner_spin_us_per_completion\": ", stdout);
+			put_num(p->spin_us);
+			fputs(", \"scanner_timer_late_us\": ", stdout);
+			put_num(p->timer_late_us);
 			putchar('}');
 		}
 	putchar(']');

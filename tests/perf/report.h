@@ -70,6 +70,11 @@ struct bench_paced {
 	double per_s;             /* achieved; < 0: not measured */
 	double pct_core;          /* daemon CPU, % of one core; < 0: not measured */
 	double us_per_completion; /* daemon CPU per completion */
+	/* Where the scanner's time went, per completion (its STATS, before and
+	 * after the run); < 0: not measured. */
+	double wakeups, sleeps;   /* wake-ups from a park or a sleep, of which sleeps */
+	double spin_us;           /* time passing and spinning between passes */
+	double timer_late_us;     /* how late its timed waits ended, at the end */
 	struct bench_lat *row;
 };
 

@@ -25,8 +25,8 @@ static void print_scale(const struct bench_scale *s)
 static void print_paced(const struct bench_report *r)
 {
 	printf("\nScanner cost (paced completions, a daemon per --scanner-mode)\n");
-	printf("  %-20s %10s %10s %12s %12s\n", "run", "asked/s", "done/s", "% of a core",
-	       "us/compl");
+	printf("  %-20s %10s %10s %12s %12s %9s %9s %9s %8s\n", "run", "asked/s", "done/s",
+	       "% of a core", "us/compl", "wakes/c", "sleeps/c", "spin us/c", "late us");
 	for (int m = 0; m < 2; m++)
 		for (int k = 0; k < BENCH_PACED_RATES; k++) {
 			const struct bench_paced *p = &r->paced[m][k];
@@ -36,9 +36,14 @@ static void print_paced(const struct bench_report *r)
 			}
 			printf("  %-20s %10u %10.0f ", p->name, p->rate, p->per_s);
 			if (p->pct_core >= 0)
-				printf("%12.1f %12.3f\n", p->pct_core, p->us_per_completion);
+				printf("%12.1f %12.3f", p->pct_core, p->us_per_completion);
 			else
-				printf("%12s %12s\n", "-", "-");
+				printf("%12s %12s", "-", "-");
+			if (p->wakeups >= 0)
+				printf(" %9.2f %9.2f %9.1f %8.1f\n", p->wakeups, p->sleeps,
+				       p->spin_us, p->timer_late_us);
+			else
+				printf(" %9s %9s %9s %8s\n", "-", "-", "-", "-");
 		}
 }
 
