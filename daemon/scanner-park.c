@@ -26,13 +26,19 @@ void scanner_set_state(struct scanner *sc, uint32_t st)
 			      memory_order_seq_cst);
 }
 
-/* Anything the scanner must look at: commands or an arm in any queue. */
+/* Anything the scanner must look at: commands or an arm in any queue it
+ * may take. The arms of a user whose share of the pending set is full wait
+ * for room, which only a pass (one of its slots completing: it has slots
+ * pending, so the scanner never blocks without a deadline) or a command
+ * makes: they are no reason not to block, or it would spin on them. */
 static int work_waiting(struct scanner *sc)
 {
 	if (atomic_load_explicit(&sc->cmd_pending, memory_order_acquire))
 		return 1;
 	for (uint32_t i = 0; i < sc->nsessions; i++) {
 		struct scanner_session *ss = sc->sessions[i];
+		if (pending_user_full(ss->user))
+			continue;
 		if (atomic_load_explicit(ss->tail, memory_order_acquire) != ss->head_local)
 			return 1;
 	}

@@ -8,8 +8,13 @@
  * many pending slots across clients complete after a long stall, none lost.
  */
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cuflag/cuflag.h"
@@ -61,6 +66,78 @@ static void long_poll_interval(void)
 	CHECK(us < 100000);
 	CHECK(consume_blocking(s) == 1);
 	cuflag_disconnect(c);
+	CHECK(daemon_stop(&d) == 0);
+}
+
+/* The user that share_full() arms as: root's share has no limit. */
+#define SHARE_UID 60005
+
+/* As share_full()'s user: 8 slots armed, a byte to the parent, then once it
+ * writes one back, the flags land and each completes exactly once. */
+static int share_client(const char *sock, int ready, int go)
+{
+	cuflag_client *c;
+	cuflag_slot *s[8];
+	uint32_t t[8];
+	gid_t g0 = 0;
+	char b = 0;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed check of the parent's ends it */
+	if (getuid() == 0 &&
+	    (setgroups(1, &g0) || setresgid(0, 0, 0) || setresuid(SHARE_UID, SHARE_UID, SHARE_UID)))
+		return 2;
+	CHECK_RC(cuflag_connect(sock, &c));
+	CHECK_RC(cuflag_slots_acquire(c, 8, s));
+	for (int i = 0; i < 8; i++)
+		CHECK_RC(cuflag_slot_arm(s[i], &t[i]));
+	CHECK(write(ready, &b, 1) == 1 && read(go, &b, 1) == 1);
+	for (int i = 0; i < 8; i++)
+		sim_store(cuflag_slot_flag(s[i]), t[i]);
+	for (int i = 0; i < 8; i++)
+		CHECK(consume_blocking(s[i]) == 1);
+	cuflag_disconnect(c);
+	return 0;
+}
+
+/*
+ * One user's arms beyond --max-pending-per-uid wait in its queue: its
+ * pending count stays at the limit, the scanner does not spin on arms it
+ * cannot take (it used to: a queue with arms in it kept it from blocking),
+ * and once the flags land every arm is taken and completed exactly once.
+ */
+static void share_full(void)
+{
+	const char *args[] = { "--max-pending-per-uid", "4", NULL };
+	struct cuflag_msg_stats_reply st;
+	struct daemon_proc d;
+	int ready[2], go[2], status;
+	double share;
+	pid_t pid;
+	char b = 0;
+
+	daemon_start(&d, 0, args);
+	/* The user reaches the socket (mode 0660, group root: it keeps gid 0). */
+	CHECK(getuid() != 0 || chmod(d.dir, 0711) == 0);
+	CHECK(pipe(ready) == 0 && pipe(go) == 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		_exit(share_client(d.sock, ready[1], go[0]));
+	close(ready[1]);
+	close(go[0]);
+	CHECK(read(ready[0], &b, 1) == 1);
+	usleep(100000);
+	share = daemon_cpu_share(&d, 500);
+	daemon_stats(&d, &st);
+	printf("pending: 8 arms of a user whose share is 4: %llu pending, %.1f%% of a core\n",
+	       (unsigned long long)st.pending, share * 100);
+	CHECK(st.pending == 4);
+	CHECK(share < 0.2);
+	CHECK(write(go[1], &b, 1) == 1);
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(wait_until(none_pending, &d, 2000));
+	close(ready[0]);
+	close(go[1]);
 	CHECK(daemon_stop(&d) == 0);
 }
 
@@ -137,6 +214,7 @@ int main(void)
 		cuflag_disconnect(c[i]);
 	CHECK(daemon_stop(&d) == 0);
 	long_poll_interval();
+	share_full();
 	printf("pending: ok\n");
 	return 0;
 }
