@@ -219,6 +219,10 @@ static void ring_groups(struct scanner *sc)
 static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *s, uint32_t due)
 {
 	enum scanner_broken why = BROKEN_NONE;
+	/* Seen before the doorbell too: a woken client may run before the
+	 * scanner does again, and its arm -> done must not exceed the one the
+	 * client saw (the clock is read once a pass). */
+	uint64_t seen = sc->t.metrics ? lhist_clock(&sc->seen_now) : 0;
 
 	/* Before the doorbell: a daemon killed right after it has recorded
 	 * what it rang, and its successor counts nothing twice (the client
@@ -234,8 +238,7 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 		atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
 		lhist_add(&s->sess->n_done, due);
 		if (sc->t.metrics)
-			lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns,
-					lhist_clock(&sc->seen_now), due);
+			lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns, seen, due);
 		if (sc->t.idle.mode == SCANNER_ADAPTIVE && sc->woke_from &&
 		    s->timing.since_ns < sc->woke_from) {
 			predict_completed_unseen(&s->timing, sc->now);
