@@ -204,7 +204,8 @@ static void users(FILE *f, const struct ctl_metrics *m)
 	for (size_t i = 0; i < m->nusers; i++)
 		fprintf(f, "cuflag_user_cooldown_seconds{uid=\"%" PRIu32 "\"} %.3f\n", m->users[i].uid,
 			(double)m->users[i].cooldown_left_ms / 1e3);
-	header(f, "cuflag_user_pending_slots", "gauge", "The user's slots armed and not complete.");
+	header(f, "cuflag_user_pending_slots", "gauge",
+	       "The user's slots watched, armed and not complete (at most --max-pending-per-uid).");
 	for (size_t i = 0; i < m->nusers; i++)
 		fprintf(f, "cuflag_user_pending_slots{uid=\"%" PRIu32 "\"} %" PRIu32 "\n",
 			m->users[i].uid, m->users[i].pending);

@@ -4,15 +4,17 @@
  * insert and remove, and per user the wait list of slots with arms in flight
  * that found no room in the user's share of it. Every way into the set (an
  * arm from the queue, an adoption after a restart, a freed slot whose flag
- * has not landed) keeps to the share: pending + waiting is what the main
- * thread reads, and only pending slots cost a pass.
+ * has not landed) keeps to the share. Only pending slots cost a pass.
+ * The main thread reads a session's pending + waiting (its slots in flight)
+ * and a user's pending alone: what its limit holds, as its arms waiting in
+ * the queue are not counted either.
  */
 #include "scanner-private.h"
 
 static void publish(struct scanner_session *ss, struct scanner_user *u)
 {
 	atomic_store_explicit(&ss->n_pending, ss->pending + ss->waiting, memory_order_relaxed);
-	atomic_store_explicit(&u->n_pending, u->pending + u->waiting, memory_order_relaxed);
+	atomic_store_explicit(&u->n_pending, u->pending, memory_order_relaxed);
 }
 
 int pending_user_full(const struct scanner_user *u)

@@ -46,7 +46,9 @@ struct scanner_user {
 	 * from the queue wait in the client's queue instead. */
 	struct scanner_slot *wait_head, *wait_tail;
 	uint32_t waiting;
-	_Atomic uint32_t n_pending; /* pending + waiting, for the main thread */
+	/* pending, for the main thread: what max_pending holds (its waiting
+	 * slots, like its arms in the queue, wait for room) */
+	_Atomic uint32_t n_pending;
 };
 
 /* One slot as the scanner sees it. Owned by the scanner once handed over. */

@@ -371,7 +371,7 @@ struct cuflag_metrics_user {
 	uint32_t connections;
 	uint32_t regions;
 	uint32_t slots;
-	uint32_t pending;
+	uint32_t pending;       /* slots the scanner watches: at most max-pending-per-uid */
 	uint64_t cooldown_left_ms; /* its new clients are refused this much longer */
 	uint64_t drops[CUFLAG_DROP_REASONS];     /* by enum cuflag_drop_reason */
 	uint64_t cooldowns[CUFLAG_DROP_REASONS]; /* cool-downs begun, by reason */

@@ -168,7 +168,7 @@ struct window {
 	uint64_t dropped0;
 	int failures0; /* failed checks before it */
 	int reference; /* no attack: figures printed, targets not checked */
-	char outcome[200]; /* what happened to the attacker, for the table */
+	char outcome[256]; /* what happened to the attacker, for the table */
 };
 void window_open(struct window *w, const char *name);
 /* End it: waits for the victim's wake in flight, then for the daemon's fds

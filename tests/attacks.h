@@ -20,6 +20,9 @@ void attack_punched_regions(void);
 void attack_fd_mix(void);
 void attack_four_users(void);
 void attack_log_flood(void);
+void attack_arm_flood(void);
+void attack_adopt_flood(void);
+void attack_free_rewind(void);
 
 /* The attacker's rounds: connect, misbehave until dropped, again, until its
  * user is cooled down (-EBUSY). Shared by the attacks that must end so. */

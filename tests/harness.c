@@ -15,6 +15,7 @@
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
 #include "fd-util.h"
+#include "fdpass.h"
 #include "proto.h"
 #include "unix-socket.h"
 
@@ -211,4 +212,71 @@ int make_client_region(const struct cuflag_msg_hello_reply *hr)
 	CHECK(pwrite(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h));
 	CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
 	return fd;
+}
+
+/* One page of METRICS on fd: adds what it says of uid; the next page's
+ * after_id into *next (0: none). 0 or -errno. */
+static int metrics_page(int fd, uint32_t after, uid_t uid, uint32_t *next, uint32_t *pending,
+			uint32_t *in_flight, uint32_t *slots)
+{
+	struct {
+		struct cuflag_msg_hdr h;
+		struct cuflag_msg_metrics b;
+	} q = { .b = { .after_id = after } };
+	uint8_t buf[CUFLAG_MSG_MAX];
+	const uint8_t *body = buf + sizeof(struct cuflag_msg_hdr);
+	int fds[1];
+	unsigned nfds;
+
+	cuflag_hdr_init(&q.h, CUFLAG_MSG_METRICS, sizeof(q), 1, 0, 0);
+	if (cuflag_send_msg(fd, &q, sizeof(q), NULL, 0, 0))
+		return -EPIPE;
+	for (;;) {
+		ssize_t n = cuflag_recv_msg(fd, buf, sizeof(buf), fds, 0, &nfds, 0);
+		struct cuflag_msg_hdr h;
+		uint32_t kind;
+
+		if (n < (ssize_t)(sizeof(h) + sizeof(kind)))
+			return n < 0 ? (int)n : -EPIPE;
+		memcpy(&h, buf, sizeof(h));
+		if (h.status)
+			return h.status;
+		memcpy(&kind, body, sizeof(kind));
+		if (kind == CUFLAG_METRICS_END) {
+			struct cuflag_metrics_end e;
+			memcpy(&e, body, sizeof(e));
+			*next = e.next_after;
+			return 0;
+		}
+		if (kind == CUFLAG_METRICS_USER) {
+			struct cuflag_metrics_user u;
+			memcpy(&u, body, sizeof(u));
+			if (u.uid == uid) {
+				*pending = u.pending;
+				*slots = u.slots;
+			}
+		} else if (kind == CUFLAG_METRICS_CLIENT) {
+			struct cuflag_metrics_client c;
+			memcpy(&c, body, sizeof(c));
+			if (c.uid == uid)
+				*in_flight += c.in_flight;
+		}
+	}
+}
+
+int daemon_user_metrics(const char *sock, uid_t uid, uint32_t *pending, uint32_t *in_flight,
+			uint32_t *slots)
+{
+	uint32_t after = 0, next = 0;
+	int fd = cuflag_unix_connect(sock, 5), rc;
+
+	if (fd < 0)
+		return fd;
+	*pending = *in_flight = *slots = 0;
+	do {
+		rc = metrics_page(fd, after, uid, &next, pending, in_flight, slots);
+		after = next;
+	} while (!rc && next);
+	close(fd);
+	return rc;
 }

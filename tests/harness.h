@@ -56,6 +56,12 @@ static inline void sim_store(volatile uint32_t *flag, uint32_t v)
 	__atomic_store_n(flag, v, __ATOMIC_RELEASE);
 }
 
+/* What the daemon at sock says of uid (METRICS, asked as whoever runs
+ * this): its user record's pending and slots, its clients' in_flight summed
+ * (0 where it has none). 0 or -errno. */
+int daemon_user_metrics(const char *sock, uid_t uid, uint32_t *pending, uint32_t *in_flight,
+			uint32_t *slots);
+
 struct cuflag_msg_stats_reply;
 /* Ask the daemon for its counters on a fresh connection (no HELLO needed). */
 void daemon_stats(const struct daemon_proc *d, struct cuflag_msg_stats_reply *out);

@@ -23,6 +23,10 @@ static const char *const no_args[] = { NULL };
 static const char *const many_sessions[] = { "--max-clients", "512", "--max-clients-per-uid",
 					     "256", NULL };
 
+/* The pending attacks count against this limit (the default, said here so
+ * that the test does not lean on it). */
+static const char *const pending_limit[] = { "--max-pending-per-uid", "16384", NULL };
+
 static const struct {
 	const char *name;
 	void (*run)(void);
@@ -43,6 +47,9 @@ static const struct {
 	{ "fd-mix", attack_fd_mix, no_args },
 	{ "four-users", attack_four_users, no_args },
 	{ "log-flood", attack_log_flood, no_args },
+	{ "arm-flood", attack_arm_flood, pending_limit },
+	{ "adopt-flood", attack_adopt_flood, pending_limit },
+	{ "free-rewind", attack_free_rewind, pending_limit },
 };
 
 void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg)

@@ -73,11 +73,15 @@ static void long_poll_interval(void)
 #define SHARE_UID 60005
 
 /* As share_full()'s user: 8 slots armed, a byte to the parent, then once it
- * writes one back, the flags land and each completes exactly once. */
+ * writes one back, the flags land and each completes exactly once. Then the
+ * flags wound back and the slots freed: a byte to the parent; once it
+ * writes one back, the flags land again and the slots retire (allocated
+ * again, all 8). */
 static int share_client(const char *sock, int ready, int go)
 {
 	cuflag_client *c;
 	cuflag_slot *s[8];
+	volatile uint32_t *flag[8];
 	uint32_t t[8];
 	gid_t g0 = 0;
 	char b = 0;
@@ -95,6 +99,16 @@ static int share_client(const char *sock, int ready, int go)
 		sim_store(cuflag_slot_flag(s[i]), t[i]);
 	for (int i = 0; i < 8; i++)
 		CHECK(consume_blocking(s[i]) == 1);
+	for (int i = 0; i < 8; i++) {
+		flag[i] = cuflag_slot_flag(s[i]);
+		sim_store(flag[i], t[i] - 1);
+		cuflag_slot_release(s[i]);
+	}
+	CHECK(write(ready, &b, 1) == 1 && read(go, &b, 1) == 1);
+	for (int i = 0; i < 8; i++)
+		sim_store(flag[i], t[i]);
+	/* Waits (parked in the daemon) while freed slots still retire. */
+	CHECK_RC(cuflag_slots_acquire(c, 8, s));
 	cuflag_disconnect(c);
 	return 0;
 }
@@ -111,6 +125,7 @@ static void share_full(void)
 	struct cuflag_msg_stats_reply st;
 	struct daemon_proc d;
 	int ready[2], go[2], status;
+	uint32_t pending, in_flight, slots;
 	double share;
 	pid_t pid;
 	char b = 0;
@@ -133,6 +148,17 @@ static void share_full(void)
 	       (unsigned long long)st.pending, share * 100);
 	CHECK(st.pending == 4);
 	CHECK(share < 0.2);
+	CHECK(write(go[1], &b, 1) == 1);
+	/* Freed with their flags wound back: retiring, 4 in the share and 4
+	 * waiting; the user's pending count is the share's. */
+	CHECK(read(ready[0], &b, 1) == 1);
+	usleep(100000);
+	daemon_stats(&d, &st);
+	CHECK_RC(daemon_user_metrics(d.sock, SHARE_UID, &pending, &in_flight, &slots));
+	printf("pending: 8 freed slots retiring, a share of 4: user pending %u, in flight %u, "
+	       "%llu in all\n",
+	       pending, in_flight, (unsigned long long)st.pending);
+	CHECK(pending == 4 && in_flight == 8 && st.pending == 8 && slots == 0);
 	CHECK(write(go[1], &b, 1) == 1);
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	CHECK(wait_until(none_pending, &d, 2000));
