@@ -7,7 +7,8 @@
  *
  * - arms: every slot armed through the queue (arm-flood);
  * - ADOPT: resuming ATTACHes whose region says every slot is armed far
- *   ahead, every slot adopted (adopt-flood);
+ *   ahead, every slot adopted (adopt-flood); one session first hangs up
+ *   half adopted, its slots waiting for room;
  * - FREE: every slot armed and completed, its flag wound back, then freed,
  *   so that it retires only once the flag comes back (free-rewind).
  *
@@ -147,9 +148,10 @@ static int count_inexact(struct sess *s)
 	return bad;
 }
 
-/* A session of the mode's, its slots in flight. 0, -EUSERS when the user may
- * hold no more, or another error. */
-static int session_make(struct pctl *pc, struct sess *s)
+/* A session of the mode's, its slots in flight (ADOPT: the first adopt_n
+ * only, when not 0). 0, -EUSERS when the user may hold no more, or another
+ * error. */
+static int session_make(struct pctl *pc, struct sess *s, uint32_t adopt_n)
 {
 	int rc = raw_open(&s->r);
 
@@ -176,6 +178,8 @@ static int session_make(struct pctl *pc, struct sess *s)
 				uint32_t n = per - k < CUFLAG_BATCH_MAX ? per - k : CUFLAG_BATCH_MAX;
 				for (uint32_t i = 0; i < n; i++)
 					ids[i] = g * per + k + i;
+				if (adopt_n && g * per + k >= adopt_n)
+					return 0;
 				rc = raw_adopt_grouped(&s->r, g, ids, n);
 			}
 		if (rc)
@@ -245,7 +249,21 @@ static void attacker_main(void *arg)
 
 	raise_nofile();
 	for (; n < SESSIONS; n++) {
-		rc = session_make(pc, &sess[n]);
+		/* ADOPT: the last one first hangs up half adopted, its share
+		 * full (the slots it adopted wait); a new one takes its place
+		 * once that one is gone (it counts against the user until then). */
+		if (pc->mode == ADOPT && n == SESSIONS - 1) {
+			if (!(rc = session_make(pc, &sess[n], 512)))
+				raw_close(&sess[n].r);
+			atomic_store(&pc->rehung, 1);
+			for (int t = 0; t < 300 && (!t ? !rc : rc == -EUSERS); t++) {
+				if (t)
+					usleep(10000);
+				rc = session_make(pc, &sess[n], 0);
+			}
+		} else {
+			rc = session_make(pc, &sess[n], 0);
+		}
 		if (rc == -EUSERS) {
 			atomic_fetch_add(&pc->users_refused, 1);
 			break;
@@ -332,6 +350,10 @@ static void run(enum mode mode, const char *name)
 		 atomic_load(&pc->sessions), atomic_load(&pc->slots),
 		 what[mode], held_pending, LIMIT, held_in_flight, atomic_load(&pc->queued),
 		 atomic_load(&pw.max_pending), cpu_pct, pass_us, atomic_load(&pc->inexact));
+	if (mode == ADOPT && atomic_load(&pc->rehung)) {
+		size_t len = strlen(w.outcome);
+		snprintf(w.outcome + len, sizeof(w.outcome) - len, "; one hung up half adopted");
+	}
 	if (mode == FREE) {
 		size_t len = strlen(w.outcome);
 		snprintf(w.outcome + len, sizeof(w.outcome) - len,
