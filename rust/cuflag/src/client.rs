@@ -93,7 +93,7 @@ impl Client {
         Ok(Client::from_inner(Arc::new(Inner {
             ptr,
             #[cfg(feature = "tokio")]
-            dispatch: crate::watch::Watch::new(),
+            dispatch: crate::watch::Watch::new_readable(),
         })))
     }
 

@@ -2,6 +2,11 @@
 //! Awaiting slots and groups in tokio: an eventfd's readiness through
 //! `AsyncFd`, and the library's dispatch call for everything else.
 //!
+//! An eventfd is the doorbell of its slot (or group), and consumes and
+//! drains read its counter, maybe on another thread than the await: so an
+//! await waits for the fd's *writable* readiness, which epoll reports at
+//! every signal whatever the counter holds by then (see `Watch::new`).
+//!
 //! The readiness follows `AsyncFd`'s documentation: the condition (a flag
 //! reached, a count taken) is checked, and readiness cleared only after a
 //! check found nothing. tokio clears only the readiness that the guard saw,
@@ -51,11 +56,34 @@ type Registration = Arc<AsyncFd<Borrowed>>;
 /// made at the first await and shared by every await after it.
 pub(crate) struct Watch {
     reg: Mutex<Option<Registration>>,
+    /// Both for the eventfds (see `Watch::new`), READABLE for the
+    /// dispatcher's epoll.
+    interest: Interest,
 }
 
 impl Watch {
+    /// The watch of a slot's or a group's eventfd. It waits for the fd to
+    /// turn *writable*, which an eventfd always is, epoll being asked for
+    /// both (the daemon's write wakes epoll for readers only): epoll looks
+    /// at the fd again when it hands an edge to the reactor, and a consume
+    /// or drain that read the counter back to 0 in between (on another
+    /// thread) would leave a readable edge with nothing to report, so the
+    /// reactor would never hear of that signal; the writable one is
+    /// reported at every write. (The library's own waits ask epoll for
+    /// EPOLLIN and EPOLLOUT for the same reason.)
     pub(crate) fn new() -> Watch {
+        Watch::with(Interest::READABLE.add(Interest::WRITABLE))
+    }
+
+    /// The watch of the dispatcher's fd (an epoll: readable when it has
+    /// something to say).
+    pub(crate) fn new_readable() -> Watch {
+        Watch::with(Interest::READABLE)
+    }
+
+    fn with(interest: Interest) -> Watch {
         Watch {
+            interest,
             reg: Mutex::new(None),
         }
     }
@@ -69,7 +97,7 @@ impl Watch {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(Error::new(errno::EINVAL, "await outside a tokio runtime"));
         }
-        let r = AsyncFd::with_interest(Borrowed(fd()?), Interest::READABLE)
+        let r = AsyncFd::with_interest(Borrowed(fd()?), self.interest)
             .map(Arc::new)
             .map_err(|e| Error::new(e.raw_os_error().unwrap_or(errno::EIO), "AsyncFd::new"))?;
         *reg = Some(r.clone());
@@ -169,7 +197,7 @@ where
         let cuda = slot.map_or(false, |s| s.cuda.load(Ordering::Relaxed));
         let sleep = dispatch_timeout(client, cuda)?;
         tokio::select! {
-            r = own.readable() => match r {
+            r = own.writable() => match r {
                 Ok(mut guard) => {
                     if let Some(v) = check()? {
                         return Ok(v);

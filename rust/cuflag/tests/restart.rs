@@ -86,11 +86,12 @@ fn restarts_under_load_count_every_completion_once() {
     restarts_under_load(0);
 }
 
-/// The same with a group's slots besides, drained by drain_async. The
-/// library adopts a group's slots after the others: a resume attempt given
-/// up between the two (its quick reply timeout passed while the new daemon
-/// started) must leave the arms queued for the group's slots to the next
-/// attempt.
+/// The same with a group's slots besides, drained by drain_async while
+/// their own tasks await them: the drain reads the group's eventfd on
+/// another thread, and each grouped await must still hear of every signal
+/// (tests/doorbell.rs shows the shape alone); and the library adopts a
+/// group's slots after the others, so a resume attempt given up between
+/// the two must leave the arms queued for the group's slots to the next.
 #[test]
 fn restarts_under_load_count_every_grouped_completion_once() {
     restarts_under_load(GROUPED);
