@@ -89,12 +89,19 @@ fn sixty_four_tasks_synchronize_eight_streams() {
     let c = Client::connect(Some(&d.socket)).unwrap();
     let rt = runtime(&g);
     let streams: Vec<usize> = (0..8).map(|_| handle(g.stream())).collect();
+    // Eight tasks share each stream: each holds its stream while it launches,
+    // awaits and queries, or another's later kernel would still be running
+    // when it asks whether the stream's work is done.
+    let turns: Vec<Arc<tokio::sync::Mutex<()>>> =
+        (0..8).map(|_| Arc::new(tokio::sync::Mutex::new(()))).collect();
     rt.block_on(async {
         let mut tasks = Vec::new();
         for i in 0..64 {
             let (c, g, s) = (c.clone(), g.clone(), streams[i % 8]);
+            let turn = turns[i % 8].clone();
             tasks.push(tokio::spawn(async move {
                 for _ in 0..50 {
+                    let _mine = turn.lock().await;
                     g.busy(s as cuflag::CUstream, 50_000);
                     // Made in a statement of its own: rustc 1.63 holds the
                     // cast's temporary (a raw pointer) across the await.
