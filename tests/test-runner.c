@@ -50,17 +50,22 @@ static struct fd_counts steady_counts(const struct test_env *env)
 
 static int fds_back(void *arg)
 {
-	const struct fd_counts *before = arg;
+	struct fd_counts *before = arg;
 	struct fd_counts now;
 
 	if (before->env->settle)
 		before->env->settle();
 	now = fd_counts(before->env);
+	/* Fewer than the baseline: it was counted while the daemon still
+	 * held something of an earlier start (a connection being closed);
+	 * the lower count is the baseline from now on. */
+	if (now.daemon < before->daemon)
+		before->daemon = now.daemon;
 	return now.self == before->self && now.daemon == before->daemon;
 }
 
 /* Run t; then every fd must come back to the counts before the tests. */
-static void run_one(const struct test *t, const struct fd_counts *base)
+static void run_one(const struct test *t, struct fd_counts *base)
 {
 	struct fd_counts after;
 
