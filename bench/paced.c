@@ -22,14 +22,11 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "bench.h"
-#include "call.h"
 #include "cpu-relax.h"
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
-#include "unix-socket.h"
 
 #define PACED_SLOTS 8
 #define PACED_RUN_NS 500000000ull  /* per load and mode */
@@ -192,22 +189,6 @@ static int paced_wait(struct paced_run *p, int ep)
 	return atomic_load(&p->done) == p->n ? 0 : -EPROTO;
 }
 
-/* The daemon's STATS; -errno where it did not answer. */
-static int paced_stats(const struct bench_daemon *d, struct cuflag_msg_stats_reply *out)
-{
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_call call = { .type = CUFLAG_MSG_STATS, .id = 1, .reply = buf };
-	int fd = cuflag_unix_connect(d->sock, CUFLAG_REPLY_TIMEOUT_S), rc;
-
-	if (fd < 0)
-		return fd;
-	rc = cuflag_call(fd, &call);
-	if (!rc)
-		memcpy(out, cuflag_call_body(&call), sizeof(*out));
-	close(fd);
-	return rc;
-}
-
 /* What the scanner did between two STATS, per completion. */
 static void paced_breakdown(struct bench_paced *out, const struct cuflag_msg_stats_reply *a,
 			    const struct cuflag_msg_stats_reply *b, uint64_t n)
@@ -236,7 +217,7 @@ static void paced_one(const struct bench_daemon *d, const struct paced_load *l,
 		bench_lat_fail(row, "%s", res.why);
 		goto out;
 	}
-	have_st = paced_stats(d, &st0) == 0;
+	have_st = bench_daemon_stats(d, &st0) == 0;
 	cpu0 = bench_daemon_cpu_ms(d);
 	p.start = cuflag_now_ns() + 1000000;
 	rc = pthread_create(&dev, NULL, paced_device, &p);
@@ -248,7 +229,7 @@ static void paced_one(const struct bench_daemon *d, const struct paced_load *l,
 	t_end = cuflag_now_ns();
 	pthread_join(dev, NULL);
 	cpu1 = bench_daemon_cpu_ms(d);
-	if (have_st && paced_stats(d, &st1) == 0 && p.n)
+	if (have_st && bench_daemon_stats(d, &st1) == 0 && p.n)
 		paced_breakdown(out, &st0, &st1, p.n);
 	if (p.rc || rc) {
 		bench_lat_fail(row, "%s: %s (%llu of %llu counted)", p.rc ? "arm" : "count",

@@ -34,7 +34,6 @@ static void add_session(struct scanner *sc, struct scanner_session *ss, uint32_t
 	 * once by the main thread; checked against the tail like any value the
 	 * client could have written. */
 	ss->head_local = head;
-	ss->drained_ns = sc->now; /* arms dated before this are dated now */
 	ss->live = 1;
 	sc->sessions[sc->nsessions++] = ss;
 }

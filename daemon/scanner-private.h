@@ -42,7 +42,9 @@ struct scanner {
 	uint64_t nrang;
 
 	/* The pass and the idle policy. */
-	uint64_t now;            /* this pass's clock */
+	uint64_t now;            /* this pass's clock (read again where arms are taken) */
+	uint64_t pass_ns;        /* when this pass began, */
+	uint64_t prev_pass_ns;   /* and the one before: every queue was looked at since */
 	uint64_t planned;        /* when the wait before this pass was to end, where
 				  * its timer ended it late (0: it was not) */
 	uint64_t woke_from;      /* the wait before this pass began then and an arm or a

@@ -49,27 +49,19 @@ static void count_bad_arm(struct scanner *sc, struct scanner_session *ss)
 }
 
 /*
- * Move arms from a session's queue into the pending set. Every value read
- * from the region is read once into a local and checked before use.
- * An arm naming a slot the scanner does not own yet may be racing its ADD_SLOT
- * command (the client can arm as soon as it has the reply): then stop here and
- * retry after the commands; the tail was read before cmd_pending, so any
- * command that preceded the arm is visible by then.
- * Returns whether it took any entry.
- */
-/*
  * When the arms now in ss's queue were made: the client's word for its last
- * one (cuflag-proto.h), read once, kept only between the previous look at
- * the queue (prev_ns, which found none of them) and now; else now. The
+ * one (cuflag-proto.h), read once, kept only between the start of the pass
+ * before (which looked at every queue and found none of them) and now; else
+ * now. The
  * first arm after a park also says how long an arm takes to wake the
  * scanner: the idle policy parks rather than waits for arms when that is
  * shorter than the work that follows them.
  */
-static uint64_t arm_time(struct scanner *sc, struct scanner_session *ss, uint64_t prev_ns)
+static uint64_t arm_time(struct scanner *sc, const struct scanner_session *ss)
 {
 	uint64_t at = atomic_load_explicit(ss->arm_time, memory_order_relaxed);
 
-	if (at < prev_ns || at > sc->now)
+	if (at < sc->prev_pass_ns || at > sc->now)
 		return sc->now;
 	if (sc->woke_from && !sc->wake_sampled && at >= sc->woke_from) {
 		sc->wake_sampled = 1;
@@ -79,19 +71,25 @@ static uint64_t arm_time(struct scanner *sc, struct scanner_session *ss, uint64_
 	return at;
 }
 
+/*
+ * Move arms from a session's queue into the pending set. Every value read
+ * from the region is read once into a local and checked before use.
+ * An arm naming a slot the scanner does not own yet may be racing its ADD_SLOT
+ * command (the client can arm as soon as it has the reply): then stop here and
+ * retry after the commands; the tail was read before cmd_pending, so any
+ * command that preceded the arm is visible by then.
+ * Returns whether it took any entry.
+ */
 int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cmd)
 {
 	uint32_t tail = atomic_load_explicit(ss->tail, memory_order_acquire);
 	uint32_t head = ss->head_local;
 	uint32_t avail = tail - head;
 	uint32_t mask = ss->layout.queue_cap - 1;
-	uint64_t prev = ss->drained_ns, arm_ns;
+	uint64_t arm_ns;
 
-	if (!avail || atomic_load_explicit(&ss->broken, memory_order_relaxed)) {
-		/* Seen empty as of this pass: what comes next was armed later. */
-		ss->drained_ns = sc->now;
+	if (!avail || atomic_load_explicit(&ss->broken, memory_order_relaxed))
 		return 0;
-	}
 	if (avail > ss->layout.queue_cap) {
 		/* The client wrote an impossible tail: stop reading its queue
 		 * (not broken yet: that returned above). */
@@ -104,8 +102,7 @@ int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_c
 	 * pass began: a scanner preempted in between would date them before
 	 * they were made (one read per queue with arms in it). */
 	sc->now = cuflag_now_ns();
-	ss->drained_ns = sc->now;
-	arm_ns = arm_time(sc, ss, prev);
+	arm_ns = arm_time(sc, ss);
 	for (; head != tail; head++) {
 		struct cuflag_arm a;
 		const volatile struct cuflag_arm *e = &ss->queue[head & mask];
@@ -214,6 +211,21 @@ static void ring_groups(struct scanner *sc)
 	sc->nrang = kept;
 }
 
+/* What the predictor learns from a completion the pass at sc->now saw:
+ * nothing where the wait before the pass was ended by an arm or a command
+ * and the slot was awaited from before it (it may have landed at any time
+ * in it). */
+static void learn_completion(struct scanner *sc, struct scanner_slot *s)
+{
+	if (sc->woke_from && s->timing.since_ns < sc->woke_from) {
+		predict_completed_unseen(&s->timing, sc->now);
+		return;
+	}
+	idle_note_done(&sc->idle, predict_completed(&s->timing,
+						    sc->planned ? sc->planned : sc->now, sc->now));
+	s->sess->hint = s->timing;
+}
+
 /* Record due completions of a slot, then ring its eventfd (or its group's
  * ring). BROKEN_NONE, or why the client must not be served any more. */
 static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *s, uint32_t due)
@@ -239,15 +251,8 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 		lhist_add(&s->sess->n_done, due);
 		if (sc->t.metrics)
 			lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns, seen, due);
-		if (sc->t.idle.mode == SCANNER_ADAPTIVE && sc->woke_from &&
-		    s->timing.since_ns < sc->woke_from) {
-			predict_completed_unseen(&s->timing, sc->now);
-		} else if (sc->t.idle.mode == SCANNER_ADAPTIVE) {
-			idle_note_done(&sc->idle,
-				       predict_completed(&s->timing, sc->planned ? sc->planned : sc->now,
-							 sc->now));
-			s->sess->hint = s->timing;
-		}
+		if (sc->t.idle.mode == SCANNER_ADAPTIVE)
+			learn_completion(sc, s);
 	}
 	return why;
 }
@@ -350,7 +355,8 @@ static int pass(struct scanner *sc)
 	uint64_t before = sc->npending;
 	int progress = 0;
 
-	sc->now = cuflag_now_ns();
+	sc->prev_pass_ns = sc->pass_ns;
+	sc->now = sc->pass_ns = cuflag_now_ns();
 	sc->seen_now = 0;
 	sc->pass_no++;
 	/* Tails before commands: see scanner_drain_queue. */

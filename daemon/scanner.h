@@ -93,7 +93,6 @@ struct scanner_session {
 	_Atomic uint32_t *head;     /* daemon-written consumer index */
 	_Atomic uint32_t *tail;     /* client-written producer index */
 	_Atomic uint64_t *arm_time; /* client-written: when it stored the tail (a hint) */
-	uint64_t drained_ns;        /* when the scanner last looked at the queue */
 	struct cuflag_arm *queue;
 	volatile uint32_t *flags;   /* in the region, or in the CUDA IPC allocation */
 	volatile struct cuflag_slot_state *states; /* in the region */

@@ -14,9 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "call.h"
+#include "cuflag-proto.h"
 #include "perf.h"
 #include "proc-cpu.h"
 #include "spawn.h"
+#include "unix-socket.h"
 
 static int executable(const char *path)
 {
@@ -148,4 +151,19 @@ double bench_daemon_cpu_ms(const struct bench_daemon *d)
 	int64_t ns = d->pid > 0 ? proc_cpu_ns(d->pid) : -1;
 
 	return ns < 0 ? -1 : (double)ns / 1e6;
+}
+
+int bench_daemon_stats(const struct bench_daemon *d, struct cuflag_msg_stats_reply *out)
+{
+	uint8_t buf[CUFLAG_MSG_MAX];
+	struct cuflag_call call = { .type = CUFLAG_MSG_STATS, .id = 1, .reply = buf };
+	int fd = cuflag_unix_connect(d->sock, CUFLAG_REPLY_TIMEOUT_S), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = cuflag_call(fd, &call);
+	if (!rc)
+		memcpy(out, cuflag_call_body(&call), sizeof(*out));
+	close(fd);
+	return rc;
 }

@@ -142,6 +142,9 @@ int bench_daemon_start_with(struct bench_daemon *d, const struct bench_opts *o, 
 void bench_daemon_stop(struct bench_daemon *d);
 /* CPU time of the daemon so far (tests/proc-cpu.c), in ms; < 0 if unreadable. */
 double bench_daemon_cpu_ms(const struct bench_daemon *d);
+/* The daemon's STATS into out; a negative errno where it did not answer. */
+struct cuflag_msg_stats_reply;
+int bench_daemon_stats(const struct bench_daemon *d, struct cuflag_msg_stats_reply *out);
 /* $CUFLAGD, else cuflagd next to self (or in the build tree), else on PATH. */
 const char *bench_find_daemon(const char *self);
 
