@@ -171,15 +171,21 @@ static int may_write(struct scanner *sc, struct scanner_user *u)
 	return 0;
 }
 
-static enum scanner_broken efd_write(struct scanner *sc, struct scanner_user *u, int efd,
+static enum scanner_broken efd_write(struct scanner *sc, struct scanner_session *ss, int efd,
 				     uint64_t v)
 {
+	struct scanner_user *u = ss->user;
 	uint64_t cost;
 	/* Charged per round of the user's (fair-share.h), not per pass. */
 	enum scanner_broken why = police_write(&sc->police, u, efd, v, &sc->t.budget,
 					       u->share.round, &cost);
 
 	share_charge(&u->share, cost);
+	if (why == BROKEN_COST) {
+		ss->cost_pass_ns = u->budget.pass_cost_ns;
+		ss->cost_pass_writes = u->budget.pass_writes;
+		ss->cost_streak = u->budget.streak;
+	}
 	return why;
 }
 
@@ -204,7 +210,7 @@ static void ring_groups(struct scanner *sc)
 			continue;
 		}
 		g->rang = 0;
-		why = efd_write(sc, g->sess->user, g->efd, 1);
+		why = efd_write(sc, g->sess, g->efd, 1);
 		if (why)
 			scanner_set_broken(sc, g->sess, why);
 	}
@@ -244,7 +250,7 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	if (s->group)
 		ring_push(sc, s);
 	else
-		why = efd_write(sc, s->sess->user, s->efd, due);
+		why = efd_write(sc, s->sess, s->efd, due);
 	if (why == BROKEN_NONE || why == BROKEN_COST) {
 		s->signalled += due;
 		atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);

@@ -114,6 +114,10 @@ struct scanner_session {
 	_Atomic uint64_t n_bad;     /* arms refused */
 	_Atomic uint32_t n_pending;
 	_Atomic int broken;         /* enum scanner_broken: the main loop drops it */
+	/* For the log line of a BROKEN_COST: the pass that took the user over
+	 * its budget (written before broken is set). */
+	uint64_t cost_pass_ns;
+	uint32_t cost_pass_writes, cost_streak;
 	struct latency_hist done_hist; /* arm -> done of its completions (metrics) */
 };
 

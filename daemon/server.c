@@ -234,7 +234,7 @@ static void drop_if_broken(struct session *s, void *arg)
 {
 	struct server *srv = arg;
 	int why = atomic_load(&s->scan->broken);
-	char line[192];
+	char line[256];
 	uint64_t ms = 0;
 
 	if (!why)
@@ -243,10 +243,16 @@ static void drop_if_broken(struct session *s, void *arg)
 		ms = penalty_strike(&srv->penalties, s->uid, cuflag_now_ms());
 	if (ms)
 		metrics_on_cooldown(srv, s);
-	snprintf(line, sizeof(line), "%s", broken_why[why]);
+	int n = snprintf(line, sizeof(line), "%s", broken_why[why]);
+	if (why == BROKEN_COST)
+		n += snprintf(line + n, sizeof(line) - (size_t)n,
+			      " (%u writes cost %llu us of CPU in one pass, %u such passes in a row)",
+			      s->scan->cost_pass_writes,
+			      (unsigned long long)(s->scan->cost_pass_ns / 1000), s->scan->cost_streak);
 	if (ms)
-		snprintf(line, sizeof(line), "%s; new clients of this user refused for %llu s",
-			 broken_why[why], (unsigned long long)((ms + 999) / 1000));
+		snprintf(line + n, sizeof(line) - (size_t)n,
+			 "; new clients of this user refused for %llu s",
+			 (unsigned long long)((ms + 999) / 1000));
 	session_drop(srv, s, -EPROTO, line);
 }
 

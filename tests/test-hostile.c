@@ -144,12 +144,43 @@ static int good_progress_pred(void *arg)
 	return atomic_load(&good.completed) >= *(uint64_t *)arg || atomic_load(&good.failed);
 }
 
+static void stats(struct cuflag_msg_stats_reply *st);
+static void log_collect(void);
+static char logbuf[4 << 20];
+static size_t loglen;
+
+/* What the daemon and the good client were doing when it made no progress. */
+static void good_dump(void)
+{
+	for (int i = 0; i < 2; i++) {
+		struct cuflag_msg_stats_reply st;
+		stats(&st);
+		fprintf(stderr,
+			"stats: state %u passes %llu parks %llu wakeups %llu sleeps %llu pending %llu "
+			"armed %llu completions %llu clients %u\n",
+			st.scanner_state, (unsigned long long)st.passes,
+			(unsigned long long)st.parks, (unsigned long long)st.scanner_wakeups,
+			(unsigned long long)st.scanner_sleeps, (unsigned long long)st.pending,
+			(unsigned long long)st.armed, (unsigned long long)st.completions,
+			st.clients);
+		usleep(200000);
+	}
+	fprintf(stderr, "good client: armed %llu completed %llu flag %u\n",
+		(unsigned long long)atomic_load(&good.armed),
+		(unsigned long long)atomic_load(&good.completed), *cuflag_slot_flag(good.s));
+	log_collect();
+	fprintf(stderr, "daemon log tail:\n%s\n", loglen > 3000 ? logbuf + loglen - 3000 : logbuf);
+}
+
 /* The good client is healthy and completes n more from now. */
 static void good_check(uint64_t n)
 {
 	uint64_t want = atomic_load(&good.completed) + n;
 
-	CHECK(wait_until(good_progress_pred, &want, 5000));
+	if (!wait_until(good_progress_pred, &want, 5000)) {
+		good_dump();
+		CHECK_MSG(0, "the good client made no progress for 5 s");
+	}
 	if (atomic_load(&good.failed))
 		fprintf(stderr, "good client failed at step %d\n", atomic_load(&good.failed));
 	CHECK(atomic_load(&good.failed) == 0);
@@ -159,8 +190,6 @@ static void good_check(uint64_t n)
 /* Daemon state: log, fds, liveness                                  */
 /* ---------------------------------------------------------------- */
 
-static char logbuf[4 << 20];
-static size_t loglen;
 static uint64_t last_logged_ns;
 
 static void log_collect(void)
