@@ -13,7 +13,7 @@ static void pass_begin(struct write_budget *b, uint64_t pass, int cpu_timed)
 	b->pass_cost_ns = 0;
 	b->pass_charged_ns = 0;
 	b->pass_writes = 0;
-	b->pass_costly = 0;
+	b->pass_max_ns = 0;
 	b->pass_cpu = (uint8_t)cpu_timed;
 	b->pass_over = 0;
 }
@@ -30,8 +30,8 @@ int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, ui
 		pass_begin(b, pass, !!cpu_timed);
 	b->pass_cost_ns += cost_ns;
 	b->pass_writes++;
-	if (cost_ns > cfg->allowance_ns)
-		b->pass_costly++;
+	if (cost_ns > b->pass_max_ns)
+		b->pass_max_ns = cost_ns;
 	free_ns = cfg->pass_allowance_ns + (uint64_t)b->pass_writes * cfg->allowance_ns;
 	if (b->pass_cost_ns <= free_ns)
 		return 0;
@@ -53,8 +53,11 @@ int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, ui
 	 * 2-CPU virtual machine (interrupts it took are charged to the thread),
 	 * while watchers cost every write of theirs, again and again: in
 	 * passes in a row, or in one pass (a round of the user's writes carried
-	 * over many passes is summed as one, fair-share.h). */
-	if (b->streak < WRITE_BUDGET_STREAK && b->pass_costly < WRITE_BUDGET_STREAK)
+	 * over many passes is summed as one, fair-share.h) that is over by half
+	 * the budget without its costliest write. */
+	uint64_t rest = b->pass_cost_ns - b->pass_max_ns;
+	uint64_t rest_over = rest > free_ns ? rest - free_ns : 0;
+	if (b->streak < WRITE_BUDGET_STREAK && rest_over < cfg->cap_ns / 2)
 		return 0;
 	if (b->unconfirmed_ns) {
 		/* The slow wall-clock pass that made the suspect was this cost

@@ -64,7 +64,7 @@ struct write_budget {
 	uint64_t pass_cost_ns;
 	uint64_t pass_charged_ns;
 	uint32_t pass_writes;
-	uint32_t pass_costly;      /* of them, over the allowance each */
+	uint64_t pass_max_ns;      /* the costliest of them */
 	uint8_t pass_cpu;          /* the sum is on the CPU clock */
 	uint8_t pass_over;         /* it went over the allowances */
 	uint32_t streak;           /* CPU-timed passes over the allowances in a row */
@@ -74,12 +74,12 @@ struct write_budget {
 	uint64_t unconfirmed_ns;
 };
 
-/* A pass is charged only from the third costly one in a row, or once three
- * of its writes were over the allowance each (with the wall-clock pass
- * before that made the suspect), however costly: a costly eventfd (epoll
+/* A pass is charged from the third costly one in a row, or at once when it
+ * is over by half the budget without its costliest write (with the
+ * wall-clock pass before that made the suspect): a costly eventfd (epoll
  * watchers) costs every write to it, while a virtual CPU the host took away
  * for a moment, or interrupts taken inside the write (their time shows on
- * the thread's CPU clock too), cost one now and then. */
+ * the thread's CPU clock too), cost one write now and then. */
 #define WRITE_BUDGET_STREAK 3
 
 /* Whether the next write of this user is to be timed on the CPU clock. */
