@@ -75,7 +75,7 @@ struct write_budget {
 };
 
 /* A pass is charged from the third costly one in a row, or at once when it
- * is over by half the budget without its costliest write (with the
+ * is over by the whole budget without its costliest write (with the
  * wall-clock pass before that made the suspect): a costly eventfd (epoll
  * watchers) costs every write to it, while a virtual CPU the host took away
  * for a moment, or interrupts taken inside the write (their time shows on
