@@ -18,6 +18,14 @@ static void pass_begin(struct write_budget *b, uint64_t pass, int cpu_timed)
 	b->pass_over = 0;
 }
 
+/* Whether the last WRITE_BUDGET_OFTEN costly passes came within
+ * WRITE_BUDGET_OFTEN_NS (the oldest of them is the ring's next slot). */
+static int often(const struct write_budget *b, uint64_t now_ns)
+{
+	return b->costly_n >= WRITE_BUDGET_OFTEN &&
+	       now_ns - b->costly_at_ns[b->costly_n % WRITE_BUDGET_OFTEN] <= WRITE_BUDGET_OFTEN_NS;
+}
+
 int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, uint64_t cost_ns,
 		  int cpu_timed, uint64_t now_ns, uint64_t pass)
 {
@@ -47,6 +55,7 @@ int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, ui
 	if (!b->pass_over) {
 		b->pass_over = 1;
 		b->streak++;
+		b->costly_at_ns[b->costly_n++ % WRITE_BUDGET_OFTEN] = now_ns;
 	}
 	/* However costly, one write is no proof: an honest one has cost 2.3 ms
 	 * of the thread's CPU right after a slow wall-clock one, on a loaded
@@ -58,7 +67,7 @@ int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, ui
 	 * machine, loaded: 7 writes of 2.5 ms in all, 33 of 1 ms). */
 	uint64_t rest = b->pass_cost_ns - b->pass_max_ns;
 	uint64_t rest_over = rest > free_ns ? rest - free_ns : 0;
-	if (b->streak < WRITE_BUDGET_STREAK && rest_over < cfg->cap_ns)
+	if (b->streak < WRITE_BUDGET_STREAK && rest_over < cfg->cap_ns && !often(b, now_ns))
 		return 0;
 	if (b->unconfirmed_ns) {
 		/* The slow wall-clock pass that made the suspect was this cost

@@ -53,6 +53,11 @@ struct write_budget_cfg {
 				    .pass_allowance_ns = 200000 * WRITE_BUDGET_SLOWDOWN,   \
 				    .suspect_for_ns = 1000000000 })
 
+/* Costly passes that come this often are charged, cheap ones between them
+ * or not (below). */
+#define WRITE_BUDGET_OFTEN 4
+#define WRITE_BUDGET_OFTEN_NS 50000000ull
+
 struct write_budget {
 	uint64_t level_ns;         /* cost run up, draining */
 	uint64_t at_ns;            /* when level_ns was brought up to date */
@@ -68,19 +73,36 @@ struct write_budget {
 	uint8_t pass_cpu;          /* the sum is on the CPU clock */
 	uint8_t pass_over;         /* it went over the allowances */
 	uint32_t streak;           /* CPU-timed passes over the allowances in a row */
+	/* When the last WRITE_BUDGET_OFTEN CPU-timed passes over the
+	 * allowances were, cheap ones between them or not (a ring). */
+	uint64_t costly_at_ns[WRITE_BUDGET_OFTEN];
+	uint32_t costly_n;
 	/* What the wall-clock pass that made the suspect cost over the
 	 * allowances: charged too if the CPU clock then confirms a pass of half
 	 * the budget, forgotten if it shows a pass within the allowances. */
 	uint64_t unconfirmed_ns;
 };
 
-/* A pass is charged from the third costly one in a row, or at once when it
- * is over by the whole budget without its costliest write (with the
- * wall-clock pass before that made the suspect): a costly eventfd (epoll
- * watchers) costs every write to it, while a virtual CPU the host took away
- * for a moment, or interrupts taken inside the write (their time shows on
- * the thread's CPU clock too), cost one write now and then. */
+/* A pass is charged from the third costly one in a row, or the fourth within
+ * WRITE_BUDGET_OFTEN_NS (cheap ones between them: an attacker alternating a
+ * costly eventfd with a cheap one), or at once when it is over by the whole
+ * budget without its costliest write (with the wall-clock pass before that
+ * made the suspect): a costly eventfd (epoll watchers) costs every write to
+ * it, while a virtual CPU the host took away for a moment, or interrupts
+ * taken inside the write (their time shows on the thread's CPU clock too),
+ * cost one write now and then. */
 #define WRITE_BUDGET_STREAK 3
+
+/* How many of the user's last WRITE_BUDGET_OFTEN costly passes came within
+ * WRITE_BUDGET_OFTEN_NS before now_ns (for the log). */
+static inline uint32_t budget_costly_lately(const struct write_budget *b, uint64_t now_ns)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < WRITE_BUDGET_OFTEN && i < b->costly_n; i++)
+		n += now_ns - b->costly_at_ns[i] <= WRITE_BUDGET_OFTEN_NS;
+	return n;
+}
 
 /* Whether the next write of this user is to be timed on the CPU clock. */
 static inline int budget_suspect(const struct write_budget *b, uint64_t now_ns)

@@ -185,6 +185,7 @@ static enum scanner_broken efd_write(struct scanner *sc, struct scanner_session 
 		ss->cost_pass_ns = u->budget.pass_cost_ns;
 		ss->cost_pass_writes = u->budget.pass_writes;
 		ss->cost_streak = u->budget.streak;
+		ss->cost_lately = budget_costly_lately(&u->budget, u->budget.at_ns);
 	}
 	return why;
 }

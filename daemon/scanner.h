@@ -117,7 +117,7 @@ struct scanner_session {
 	/* For the log line of a BROKEN_COST: the pass that took the user over
 	 * its budget (written before broken is set). */
 	uint64_t cost_pass_ns;
-	uint32_t cost_pass_writes, cost_streak;
+	uint32_t cost_pass_writes, cost_streak, cost_lately;
 	struct latency_hist done_hist; /* arm -> done of its completions (metrics) */
 };
 

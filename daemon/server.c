@@ -246,9 +246,11 @@ static void drop_if_broken(struct session *s, void *arg)
 	int n = snprintf(line, sizeof(line), "%s", broken_why[why]);
 	if (why == BROKEN_COST)
 		n += snprintf(line + n, sizeof(line) - (size_t)n,
-			      " (%u writes cost %llu us of CPU in one pass, %u such passes in a row)",
+			      " (%u writes cost %llu us of CPU in one pass; costly passes: %u in a"
+			      " row, %u in 50 ms)",
 			      s->scan->cost_pass_writes,
-			      (unsigned long long)(s->scan->cost_pass_ns / 1000), s->scan->cost_streak);
+			      (unsigned long long)(s->scan->cost_pass_ns / 1000), s->scan->cost_streak,
+			      s->scan->cost_lately);
 	if (ms)
 		snprintf(line + n, sizeof(line) - (size_t)n,
 			 "; new clients of this user refused for %llu s",

@@ -11,7 +11,10 @@
  *   fanout-helpers: the first, with helper processes of the same user
  *                   adding watchers while the flags advance;
  *   fanout-group:   1024 slots of one group, whose one eventfd sits in as
- *                   many epolls (the scanner writes it once a pass).
+ *                   many epolls (the scanner writes it once a pass);
+ *   fanout-alternate: one slot bound to that eventfd, another with a cheap
+ *                   one, completed in turn a pass apart, so that no two
+ *                   costly passes of its user come in a row.
  * The attacker advances every flag as fast as it can, reconnects when
  * dropped, and goes on until its user is refused (cooled down).
  */
@@ -47,7 +50,9 @@
 /* A round the daemon does not end by itself ends here. */
 #define ROUND_MS 1500
 
-enum fanout_mode { BIND, NOBIND, GROUP };
+enum fanout_mode { BIND, NOBIND, GROUP, ALTERNATE };
+/* ALTERNATE: between a costly completion and a cheap one (a pass apart). */
+#define ALTERNATE_GAP_US 3000
 
 struct fanout {
 	struct rounds r;
@@ -150,9 +155,9 @@ static int one_round(struct fanout *f, int efd)
 		cuflag_disconnect(c);
 		return rc;
 	}
-	n = acquire(c, g, s);
+	n = f->mode == ALTERNATE ? (cuflag_slots_acquire(c, 2, s) ? 0 : 2) : acquire(c, g, s);
 	atomic_store(&f->slots, n);
-	for (int i = 0; i < n && f->mode == BIND; i++)
+	for (int i = 0; i < n && (f->mode == BIND || (f->mode == ALTERNATE && i == 0)); i++)
 		if ((rc = cuflag_slot_bind_eventfd(s[i], efd))) {
 			n = i;
 			break;
@@ -177,6 +182,8 @@ static int one_round(struct fanout *f, int efd)
 				break;
 			}
 			sim_store(cuflag_slot_flag(s[i]), t);
+			if (f->mode == ALTERNATE)
+				usleep(ALTERNATE_GAP_US);
 		}
 		dropped = dropped || dropped_pred(c);
 	}
@@ -213,7 +220,7 @@ static void attacker_main(void *arg)
 	}
 	if (f->mode != NOBIND) {
 		/* GROUP: empty for now; each round adds its group's eventfd. */
-		nwatch = make_epolls(watch_eps, BIND_EPOLLS, &efd, f->mode == BIND);
+		nwatch = make_epolls(watch_eps, BIND_EPOLLS, &efd, f->mode != GROUP);
 		atomic_fetch_add(&f->watchers, nwatch);
 		attack_mark("%d epolls made", nwatch);
 	}
@@ -253,6 +260,11 @@ void attack_fanout_nobind(void)
 void attack_fanout_helpers(void)
 {
 	fanout("fan-out BOUND, 4 helper processes adding watchers", BIND, HELPERS);
+}
+
+void attack_fanout_alternate(void)
+{
+	fanout("fan-out, a costly slot and a cheap one completed in turn", ALTERNATE, 0);
 }
 
 void attack_fanout_group(void)

@@ -9,6 +9,7 @@ void attack_fanout_bind(void);
 void attack_fanout_nobind(void);
 void attack_fanout_helpers(void);
 void attack_fanout_group(void);
+void attack_fanout_alternate(void);
 void attack_linger(void);
 void attack_many_fds(void);
 void attack_flood(void);

@@ -36,6 +36,7 @@ static const struct {
 	{ "fanout-nobind", attack_fanout_nobind, no_args },
 	{ "fanout-helpers", attack_fanout_helpers, no_args },
 	{ "fanout-group", attack_fanout_group, no_args },
+	{ "fanout-alternate", attack_fanout_alternate, no_args },
 	{ "linger", attack_linger, no_args },
 	{ "many-fds", attack_many_fds, no_args },
 	{ "flood", attack_flood, no_args },
