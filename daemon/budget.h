@@ -53,8 +53,8 @@ struct write_budget_cfg {
 				    .pass_allowance_ns = 200000 * WRITE_BUDGET_SLOWDOWN,   \
 				    .suspect_for_ns = 1000000000 })
 
-/* Costly passes that come this often are charged, cheap ones between them
- * or not (below). */
+/* Passes over by a quarter of the budget that come this often are charged,
+ * cheap ones between them or not (below). */
 #define WRITE_BUDGET_OFTEN 4
 #define WRITE_BUDGET_OFTEN_NS 50000000ull
 
@@ -72,6 +72,7 @@ struct write_budget {
 	uint64_t pass_max_ns;      /* the costliest of them */
 	uint8_t pass_cpu;          /* the sum is on the CPU clock */
 	uint8_t pass_over;         /* it went over the allowances */
+	uint8_t pass_big;          /* by a quarter of the budget */
 	uint32_t streak;           /* CPU-timed passes over the allowances in a row */
 	/* When the last WRITE_BUDGET_OFTEN CPU-timed passes over the
 	 * allowances were, cheap ones between them or not (a ring). */
@@ -83,9 +84,9 @@ struct write_budget {
 	uint64_t unconfirmed_ns;
 };
 
-/* A pass is charged from the third costly one in a row, or the fourth within
- * WRITE_BUDGET_OFTEN_NS (cheap ones between them: an attacker alternating a
- * costly eventfd with a cheap one), or at once when it is over by the whole
+/* A pass is charged from the third costly one in a row, or the fourth over
+ * by a quarter of the budget within WRITE_BUDGET_OFTEN_NS (cheap ones
+ * between them: an attacker alternating a costly eventfd with a cheap one), or at once when it is over by the whole
  * budget without its costliest write (with the wall-clock pass before that
  * made the suspect): a costly eventfd (epoll watchers) costs every write to
  * it, while a virtual CPU the host took away for a moment, or interrupts
