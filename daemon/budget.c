@@ -19,14 +19,6 @@ static void pass_begin(struct write_budget *b, uint64_t pass, int cpu_timed)
 	b->pass_big = 0;
 }
 
-/* Whether the last WRITE_BUDGET_OFTEN costly passes came within
- * WRITE_BUDGET_OFTEN_NS (the oldest of them is the ring's next slot). */
-static int often(const struct write_budget *b, uint64_t now_ns)
-{
-	return b->costly_n >= WRITE_BUDGET_OFTEN &&
-	       now_ns - b->costly_at_ns[b->costly_n % WRITE_BUDGET_OFTEN] <= WRITE_BUDGET_OFTEN_NS;
-}
-
 int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, uint64_t cost_ns,
 		  int cpu_timed, uint64_t now_ns, uint64_t pass)
 {
@@ -74,7 +66,8 @@ int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, ui
 	 * machine, loaded: 7 writes of 2.5 ms in all, 33 of 1 ms). */
 	uint64_t rest = b->pass_cost_ns - b->pass_max_ns;
 	uint64_t rest_over = rest > free_ns ? rest - free_ns : 0;
-	if (b->streak < WRITE_BUDGET_STREAK && rest_over < cfg->cap_ns && !often(b, now_ns))
+	if (b->streak < WRITE_BUDGET_STREAK && rest_over < cfg->cap_ns &&
+	    budget_costly_lately(b, now_ns) < WRITE_BUDGET_OFTEN)
 		return 0;
 	if (b->unconfirmed_ns) {
 		/* The slow wall-clock pass that made the suspect was this cost

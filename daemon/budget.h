@@ -74,28 +74,29 @@ struct write_budget {
 	uint8_t pass_over;         /* it went over the allowances */
 	uint8_t pass_big;          /* by a quarter of the budget */
 	uint32_t streak;           /* CPU-timed passes over the allowances in a row */
-	/* When the last WRITE_BUDGET_OFTEN CPU-timed passes over the
-	 * allowances were, cheap ones between them or not (a ring). */
+	/* When the last WRITE_BUDGET_OFTEN CPU-timed passes over by a quarter
+	 * of the budget were, cheap ones between them or not (a ring). */
 	uint64_t costly_at_ns[WRITE_BUDGET_OFTEN];
 	uint32_t costly_n;
 	/* What the wall-clock pass that made the suspect cost over the
-	 * allowances: charged too if the CPU clock then confirms a pass of half
-	 * the budget, forgotten if it shows a pass within the allowances. */
+	 * allowances: charged too with the first CPU-timed pass that is
+	 * charged, forgotten if one shows a pass within the allowances. */
 	uint64_t unconfirmed_ns;
 };
 
 /* A pass is charged from the third costly one in a row, or the fourth over
  * by a quarter of the budget within WRITE_BUDGET_OFTEN_NS (cheap ones
- * between them: an attacker alternating a costly eventfd with a cheap one), or at once when it is over by the whole
- * budget without its costliest write (with the wall-clock pass before that
- * made the suspect): a costly eventfd (epoll watchers) costs every write to
- * it, while a virtual CPU the host took away for a moment, or interrupts
- * taken inside the write (their time shows on the thread's CPU clock too),
- * cost one write now and then. */
+ * between them: an attacker alternating a costly eventfd with a cheap one),
+ * or at once when it is over by the whole budget without its costliest
+ * write (with the wall-clock pass before that made the suspect): a costly
+ * eventfd (epoll watchers) costs every write to it, while a virtual CPU the
+ * host took away for a moment, or interrupts taken inside the write (their
+ * time shows on the thread's CPU clock too), cost one write now and then. */
 #define WRITE_BUDGET_STREAK 3
 
-/* How many of the user's last WRITE_BUDGET_OFTEN costly passes came within
- * WRITE_BUDGET_OFTEN_NS before now_ns (for the log). */
+/* How many of the user's last WRITE_BUDGET_OFTEN passes over by a quarter of
+ * the budget came within WRITE_BUDGET_OFTEN_NS before now_ns: all of them
+ * is "often" (budget.c), and the log says how many. */
 static inline uint32_t budget_costly_lately(const struct write_budget *b, uint64_t now_ns)
 {
 	uint32_t n = 0;

@@ -243,17 +243,17 @@ static void drop_if_broken(struct session *s, void *arg)
 		ms = penalty_strike(&srv->penalties, s->uid, cuflag_now_ms());
 	if (ms)
 		metrics_on_cooldown(srv, s);
-	int n = snprintf(line, sizeof(line), "%s", broken_why[why]);
-	if (why == BROKEN_COST)
-		n += snprintf(line + n, sizeof(line) - (size_t)n,
-			      " (%u writes cost %llu us of CPU in one pass; costly passes: %u in a"
-			      " row, %u in 50 ms)",
-			      s->scan->cost_pass_writes,
-			      (unsigned long long)(s->scan->cost_pass_ns / 1000), s->scan->cost_streak,
-			      s->scan->cost_lately);
-	if (ms)
-		snprintf(line + n, sizeof(line) - (size_t)n,
-			 "; new clients of this user refused for %llu s",
+	size_t n = (size_t)snprintf(line, sizeof(line), "%s", broken_why[why]);
+	if (why == BROKEN_COST && n < sizeof(line))
+		n += (size_t)snprintf(line + n, sizeof(line) - n,
+				      " (%u writes cost %llu us of CPU in one pass; costly passes:"
+				      " %u in a row, %u in %llu ms)",
+				      s->scan->cost_pass_writes,
+				      (unsigned long long)(s->scan->cost_pass_ns / 1000),
+				      s->scan->cost_streak, s->scan->cost_lately,
+				      (unsigned long long)(WRITE_BUDGET_OFTEN_NS / 1000000));
+	if (ms && n < sizeof(line))
+		snprintf(line + n, sizeof(line) - n, "; new clients of this user refused for %llu s",
 			 (unsigned long long)((ms + 999) / 1000));
 	session_drop(srv, s, -EPROTO, line);
 }

@@ -13,7 +13,7 @@
  *   fanout-group:   1024 slots of one group, whose one eventfd sits in as
  *                   many epolls (the scanner writes it once a pass);
  *   fanout-alternate: one slot bound to that eventfd, another with a cheap
- *                   one, completed in turn a pass apart, so that no two
+ *                   one, completed in turn 3 ms apart, so that no two
  *                   costly passes of its user come in a row.
  * The attacker advances every flag as fast as it can, reconnects when
  * dropped, and goes on until its user is refused (cooled down).
@@ -51,7 +51,7 @@
 #define ROUND_MS 1500
 
 enum fanout_mode { BIND, NOBIND, GROUP, ALTERNATE };
-/* ALTERNATE: between a costly completion and a cheap one (a pass apart). */
+/* ALTERNATE: between a costly completion and a cheap one (separate passes). */
 #define ALTERNATE_GAP_US 3000
 
 struct fanout {

@@ -144,58 +144,24 @@ static int good_progress_pred(void *arg)
 	return atomic_load(&good.completed) >= *(uint64_t *)arg || atomic_load(&good.failed);
 }
 
-static void stats(struct cuflag_msg_stats_reply *st);
-static void log_collect(void);
-static char logbuf[4 << 20];
-static size_t loglen;
-
-/* What the daemon and the good client were doing when it made no progress. */
-static void good_dump(void)
-{
-	for (int i = 0; i < 2; i++) {
-		struct cuflag_msg_stats_reply st;
-		stats(&st);
-		fprintf(stderr,
-			"stats: state %u passes %llu parks %llu wakeups %llu sleeps %llu pending %llu "
-			"armed %llu completions %llu clients %u\n",
-			st.scanner_state, (unsigned long long)st.passes,
-			(unsigned long long)st.parks, (unsigned long long)st.scanner_wakeups,
-			(unsigned long long)st.scanner_sleeps, (unsigned long long)st.pending,
-			(unsigned long long)st.armed, (unsigned long long)st.completions,
-			st.clients);
-		usleep(200000);
-	}
-	fprintf(stderr, "good client: armed %llu completed %llu flag %u\n",
-		(unsigned long long)atomic_load(&good.armed),
-		(unsigned long long)atomic_load(&good.completed), *cuflag_slot_flag(good.s));
-	log_collect();
-	fprintf(stderr, "daemon log tail:\n%s\n", loglen > 3000 ? logbuf + loglen - 3000 : logbuf);
-}
-
-/* The good client is healthy and completes n more from now. */
-static void good_check(uint64_t n)
-{
-	uint64_t want = atomic_load(&good.completed) + n;
-
-	if (!wait_until(good_progress_pred, &want, 5000)) {
-		good_dump();
-		CHECK_MSG(0, "the good client made no progress for 5 s");
-	}
-	if (atomic_load(&good.failed))
-		fprintf(stderr, "good client failed at step %d\n", atomic_load(&good.failed));
-	CHECK(atomic_load(&good.failed) == 0);
-}
-
 /* ---------------------------------------------------------------- */
 /* Daemon state: log, fds, liveness                                  */
 /* ---------------------------------------------------------------- */
 
+static char logbuf[4 << 20];
+static size_t loglen;
 static uint64_t last_logged_ns;
 
 static void log_collect(void)
 {
 	loglen += daemon_read_log(&d, logbuf + loglen, sizeof(logbuf) - loglen);
 	CHECK(loglen + 4096 < sizeof(logbuf));
+}
+
+/* The log's last n bytes (or all of it). */
+static const char *log_tail(size_t n)
+{
+	return loglen > n ? logbuf + loglen - n : logbuf;
 }
 
 /* Lines logged from offset from that contain both a and b. */
@@ -235,7 +201,7 @@ static void expect_log_line(size_t from, const char *why)
 
 	CHECK_MSG(wait_until(log_pred, &w, 3000),
 		  "no log line with '%s' and '%s'; log since:\n%s\nlog tail:\n%s", who, why,
-		  logbuf + from, loglen > 3000 ? logbuf + loglen - 3000 : logbuf);
+		  logbuf + from, log_tail(3000));
 	CHECK(log_count(from, who, why) == 1);
 	last_logged_ns = cuflag_now_ns();
 }
@@ -272,8 +238,7 @@ static int fds_back_pred(void *arg)
 static void expect_fds_back(void)
 {
 	if (!wait_until(fds_back_pred, NULL, 5000)) {
-		size_t from = loglen > 4000 ? loglen - 4000 : 0;
-		fprintf(stderr, "daemon log tail:\n%s\n", logbuf + from);
+		fprintf(stderr, "daemon log tail:\n%s\n", log_tail(4000));
 		CHECK_MSG(0, "daemon holds %d fds, %d before", daemon_fd_count(&d), baseline_fds);
 	}
 	CHECK(daemon_alive());
@@ -421,6 +386,43 @@ static void expect_served(int fd)
 	struct cuflag_msg_stats_reply st;
 	stats_on(fd, &st);
 	CHECK(st.max_clients == MAX_CLIENTS);
+}
+
+/* What the daemon and the good client were doing when it made no progress. */
+static void good_dump(void)
+{
+	for (int i = 0; i < 2; i++) {
+		struct cuflag_msg_stats_reply st;
+		stats(&st);
+		fprintf(stderr,
+			"stats: state %u passes %llu parks %llu wakeups %llu sleeps %llu pending %llu "
+			"armed %llu completions %llu clients %u\n",
+			st.scanner_state, (unsigned long long)st.passes,
+			(unsigned long long)st.parks, (unsigned long long)st.scanner_wakeups,
+			(unsigned long long)st.scanner_sleeps, (unsigned long long)st.pending,
+			(unsigned long long)st.armed, (unsigned long long)st.completions,
+			st.clients);
+		usleep(200000);
+	}
+	fprintf(stderr, "good client: armed %llu completed %llu flag %u\n",
+		(unsigned long long)atomic_load(&good.armed),
+		(unsigned long long)atomic_load(&good.completed), *cuflag_slot_flag(good.s));
+	log_collect();
+	fprintf(stderr, "daemon log tail:\n%s\n", log_tail(3000));
+}
+
+/* The good client is healthy and completes n more from now. */
+static void good_check(uint64_t n)
+{
+	uint64_t want = atomic_load(&good.completed) + n;
+
+	if (!wait_until(good_progress_pred, &want, 5000)) {
+		good_dump();
+		CHECK_MSG(0, "the good client made no progress for 5 s");
+	}
+	if (atomic_load(&good.failed))
+		fprintf(stderr, "good client failed at step %d\n", atomic_load(&good.failed));
+	CHECK(atomic_load(&good.failed) == 0);
 }
 
 /* HELLO, then ATTACH a region made as the library makes it. fds: [0] the
