@@ -118,6 +118,9 @@ struct scanner_session {
 	 * its budget (written before broken is set). */
 	uint64_t cost_pass_ns;
 	uint32_t cost_pass_writes, cost_streak, cost_lately;
+	/* Or, cost_share set: it wanted more than its share for too long
+	 * (fair-share.h); cost_pass_*: its writes meanwhile. */
+	uint8_t cost_share;
 	struct latency_hist done_hist; /* arm -> done of its completions (metrics) */
 };
 

@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fair-share.h"
 #include "fd-util.h"
 #include "fdpass.h"
 #include "notify.h"
@@ -244,7 +245,17 @@ static void drop_if_broken(struct session *s, void *arg)
 	if (ms)
 		metrics_on_cooldown(srv, s);
 	size_t n = (size_t)snprintf(line, sizeof(line), "%s", broken_why[why]);
-	if (why == BROKEN_COST && n < sizeof(line))
+	if (why == BROKEN_COST && s->scan->cost_share && n < sizeof(line))
+		n += (size_t)snprintf(line + n, sizeof(line) - n,
+				      " (its writes wanted more than their share of every pass"
+				      " for %llu s: %u writes, %llu us each on average)",
+				      (unsigned long long)(FAIR_SHARE_DROP_NS / 1000000000u),
+				      s->scan->cost_pass_writes,
+				      (unsigned long long)(s->scan->cost_pass_ns / 1000 /
+							   (s->scan->cost_pass_writes
+								    ? s->scan->cost_pass_writes
+								    : 1)));
+	else if (why == BROKEN_COST && n < sizeof(line))
 		n += (size_t)snprintf(line + n, sizeof(line) - n,
 				      " (%u writes cost %llu us of CPU in one pass; costly passes:"
 				      " %u in a row, %u in %llu ms)",
