@@ -20,8 +20,10 @@
  * due before the nap ends, so no client needs to wake the scanner (no system
  * call per arm). A longer wait is a sleep, which any arm ends at once; none
  * is longer than backstop_ns, so a completion that comes sooner than
- * predicted is still seen within it. With nothing pending and no arm
- * expected soon it parks.
+ * predicted is still seen within it. With nothing pending and arms that
+ * come regularly it naps through the next arm to a lead before that arm's
+ * work can be due (one wake-up a completion); with arms that do not, it
+ * parks, or waits for an arm expected soon.
  */
 #ifndef CUFLAGD_IDLE_POLICY_H
 #define CUFLAGD_IDLE_POLICY_H
@@ -67,6 +69,9 @@ struct idle_decision {
  * IDLE_SLEEP_LATE_MAX_NS) is not worth its system calls and wake-up. */
 #define IDLE_SLEEP_MIN_NS 5000u
 #define IDLE_SLEEP_LATE_MAX_NS 15000u
+/* Arms whose gaps from the set going empty spread by at most 1/this of the
+ * gap are regular enough to nap through (idle_decide). */
+#define IDLE_NAP_THROUGH_SPREAD 4u
 /* Arms that come back within this after the set went empty are spun for
  * (about a park and a wake-up's cost). */
 #define IDLE_GAP_SPIN_NS 5000u

@@ -37,7 +37,7 @@ struct scanner {
 	uint32_t nsessions, max_sessions;
 	struct scanner_slot **pending;
 	uint64_t npending, max_pending;
-	int yield_after_signal; /* few CPUs: give a woken thread ours at once */
+	int few_cpus; /* give a woken thread our CPU at once (see pass()) */
 	struct scanner_group **rang; /* groups that got records this pass */
 	uint64_t nrang;
 
