@@ -31,7 +31,15 @@
 #define PACED_SLOTS 8
 #define PACED_RUN_NS 500000000ull  /* per load and mode */
 #define PACED_SKIP_NS 50000000ull  /* samples dropped first: the scanner learns */
-#define PACED_SPIN_NS 30000u       /* the device spins for waits shorter than this */
+/* The device sleeps on a timer until a lead before each step, then spins to
+ * it: a GPU's work ends when it is done, not when a host timer fires. The
+ * lead follows the device thread's own timer (rising at once to a late
+ * wake and 5 us more, falling by a 64th a step), so that its stores land
+ * when due on a timer 2 us late as on one 50 us late; a fixed 15 us let
+ * the stores of a timer 15-30 us late scatter by that, and the scanner,
+ * learning that spread, spun across it. */
+#define PACED_LEAD_MIN_NS 15000u
+#define PACED_LEAD_MAX_NS 200000u
 #define BURST_LEN 50
 #define BURST_EVERY_NS 50000000ull
 #define BURST_WORK_NS 100000ull
@@ -60,18 +68,29 @@ struct paced_run {
 	struct bench_lat *row;
 };
 
-static void sleep_until(uint64_t t)
+static void sleep_until(uint64_t *lead, uint64_t t)
 {
 	uint64_t now = cuflag_now_ns();
 	struct timespec ts;
 
 	if (t <= now)
 		return;
-	if (t - now > PACED_SPIN_NS) {
-		ts.tv_sec = (time_t)((t - PACED_SPIN_NS / 2) / 1000000000u);
-		ts.tv_nsec = (long)((t - PACED_SPIN_NS / 2) % 1000000000u);
+	if (t - now > 2 * *lead) {
+		uint64_t at = t - *lead, late;
+		ts.tv_sec = (time_t)(at / 1000000000u);
+		ts.tv_nsec = (long)(at % 1000000000u);
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;
+		now = cuflag_now_ns();
+		late = now > at ? now - at : 0;
+		if (late + 5000 > *lead)
+			*lead = late + 5000;
+		else
+			*lead -= *lead / 64;
+		if (*lead < PACED_LEAD_MIN_NS)
+			*lead = PACED_LEAD_MIN_NS;
+		if (*lead > PACED_LEAD_MAX_NS)
+			*lead = PACED_LEAD_MAX_NS;
 	}
 	while (cuflag_now_ns() < t)
 		cuflag_cpu_relax();
@@ -112,7 +131,7 @@ static void *paced_device(void *arg)
 {
 	struct paced_run *p = arg;
 	struct inflight f[PACED_SLOTS];
-	uint64_t next = 0, last_due[PACED_SLOTS] = { 0 };
+	uint64_t next = 0, last_due[PACED_SLOTS] = { 0 }, lead = PACED_LEAD_MIN_NS;
 	unsigned busy = 0;
 
 	memset(f, 0, sizeof(f));
@@ -128,7 +147,7 @@ static void *paced_device(void *arg)
 				k = j;
 		if (k < PACED_SLOTS && f[k].due[f[k].head] <= at) {
 			struct inflight *q = &f[k];
-			sleep_until(q->due[q->head]);
+			sleep_until(&lead, q->due[q->head]);
 			atomic_store(&p->t0[k], cuflag_now_ns());
 			__atomic_store_n(cuflag_slot_flag(p->s[k]), q->target[q->head],
 					 __ATOMIC_RELEASE);
@@ -141,10 +160,10 @@ static void *paced_device(void *arg)
 		struct inflight *q = &f[s];
 		uint32_t t;
 		if (q->n == 64) { /* the slot's stream is full: finish first */
-			sleep_until(q->due[q->head]);
+			sleep_until(&lead, q->due[q->head]);
 			continue;
 		}
-		sleep_until(at);
+		sleep_until(&lead, at);
 		p->rc = cuflag_slot_arm(p->s[s], &t);
 		if (p->rc)
 			return NULL;
