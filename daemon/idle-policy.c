@@ -99,7 +99,8 @@ static struct idle_decision wait_until(const struct idle_cfg *cfg, const struct 
  * (the gaps' spread at most IDLE_NAP_THROUGH_SPREAD of them) and the arm
  * is not overdue. The arm waits in its queue meanwhile (a nap tells no
  * client): one earlier than expected is seen late by its earliness, which
- * the regularity asked bounds. Only within the backstop. Otherwise
+ * the regularity asked bounds. Only within the backstop, and for a nap of
+ * IDLE_NAP_THROUGH_MIN_NS or more. Otherwise
  * IDLE_SPIN: decide another way. */
 static struct idle_decision nap_through_arm(const struct idle_cfg *cfg,
 					    const struct idle_state *st, uint64_t now_ns,
@@ -110,7 +111,7 @@ static struct idle_decision nap_through_arm(const struct idle_cfg *cfg,
 
 	if (!st->low_ns || st->gap_dev_ns * IDLE_NAP_THROUGH_SPREAD > st->gap_ns ||
 	    now_ns > expect + 4 * st->gap_dev_ns + lead_ns ||
-	    expect + st->low_ns <= now_ns + margin ||
+	    expect + st->low_ns < now_ns + margin + IDLE_NAP_THROUGH_MIN_NS ||
 	    /* Naps one after the other to a far arm cost more wake-ups than
 	     * the park the arm would end. */
 	    expect + st->low_ns - margin > now_ns + cfg->backstop_ns)

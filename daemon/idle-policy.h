@@ -72,6 +72,10 @@ struct idle_decision {
 /* Arms whose gaps from the set going empty spread by at most 1/this of the
  * gap are regular enough to nap through (idle_decide). */
 #define IDLE_NAP_THROUGH_SPREAD 4u
+/* A shorter nap through an arm saves too little to risk seeing the arm's
+ * work late: with arms a few us apart (the GPU bench's closed-loop streams)
+ * naps of 10-20 us through them cost a tenth of the throughput. */
+#define IDLE_NAP_THROUGH_MIN_NS 25000u
 /* Arms that come back within this after the set went empty are spun for
  * (about a park and a wake-up's cost). */
 #define IDLE_GAP_SPIN_NS 5000u
