@@ -45,8 +45,8 @@ struct fair_share {
 	uint64_t round; /* advances with each pass after one that carried none */
 	int carried;    /* a write of this pass was carried to the next */
 	uint64_t carried_since_ns; /* every pass since then carried some (0: not) */
-	uint64_t carried_cost_ns;  /* what its writes cost since then, */
-	uint64_t carried_writes;   /* and how many */
+	uint64_t carried_cost_ns;  /* what its writes cost since then, and how */
+	uint64_t carried_writes;   /* many (set when carried_since_ns is) */
 };
 
 /* Whether the user may make a write in pass number pass. */
@@ -57,7 +57,6 @@ static inline int share_may_write(struct fair_share *s, uint64_t pass, int64_t q
 		if (!s->carried || s->pass + 1 != pass) {
 			s->round++;
 			s->carried_since_ns = 0;
-			s->carried_cost_ns = s->carried_writes = 0;
 		}
 		s->carried = 0;
 		s->pass = pass;

@@ -97,20 +97,20 @@ static struct idle_decision wait_until(const struct idle_cfg *cfg, const struct 
 /* The next arm is expected at expect and its work takes at least low_ns:
  * nap until a lead before that work can be due, when the arms are regular
  * (the gaps' spread at most IDLE_NAP_THROUGH_SPREAD of them) and the arm
- * is not overdue. The arm waits in its queue meanwhile (a nap tells no
+ * is not overdue (past expect by window). The arm waits in its queue meanwhile (a nap tells no
  * client): one earlier than expected is seen late by its earliness, which
  * the regularity asked bounds. Only within the backstop, and for a nap of
  * IDLE_NAP_THROUGH_MIN_NS or more. Otherwise
  * IDLE_SPIN: decide another way. */
 static struct idle_decision nap_through_arm(const struct idle_cfg *cfg,
 					    const struct idle_state *st, uint64_t now_ns,
-					    uint64_t expect, uint64_t lead_ns)
+					    uint64_t expect, uint64_t window, uint64_t lead_ns)
 {
 	uint64_t margin = lead_ns + 2 * st->gap_dev_ns;
 	struct idle_decision d;
 
 	if (!st->low_ns || st->gap_dev_ns * IDLE_NAP_THROUGH_SPREAD > st->gap_ns ||
-	    now_ns > expect + 4 * st->gap_dev_ns + lead_ns ||
+	    now_ns > expect + window ||
 	    expect + st->low_ns < now_ns + margin + IDLE_NAP_THROUGH_MIN_NS ||
 	    /* Naps one after the other to a far arm cost more wake-ups than
 	     * the park the arm would end. */
@@ -130,11 +130,12 @@ static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle
 	if (!st->gap_ns || !st->idle_since_ns || spun >= cfg->spin_ns)
 		return act(IDLE_PARK, 0);
 	expect = st->idle_since_ns + st->gap_ns;
+	window = 4 * st->gap_dev_ns + lead_ns;
 	/* Regular arms: nap through the next one to a lead before its work
 	 * can be due (one wake-up a completion, where parking costs two: the
 	 * arm's, then one before its work; and no client write). */
 	{
-		struct idle_decision d = nap_through_arm(cfg, st, now_ns, expect, lead_ns);
+		struct idle_decision d = nap_through_arm(cfg, st, now_ns, expect, window, lead_ns);
 		if (d.action == IDLE_NAP)
 			return d;
 	}
@@ -152,7 +153,6 @@ static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle
 	/* The next arm, early by twice the gaps' spread and the timer's
 	 * lateness; past it by that spread and more, it is not coming soon:
 	 * park (the arm then wakes the scanner). */
-	window = 4 * st->gap_dev_ns + lead_ns;
 	if (now_ns > expect + window)
 		return act(IDLE_PARK, 0);
 	if (expect > now_ns + lead_ns + 2 * st->gap_dev_ns) {
