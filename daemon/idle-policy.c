@@ -41,6 +41,11 @@ void idle_note_park_wake(struct idle_state *st, uint64_t wake_ns)
 	st->park_wake_ns = wake_ns;
 }
 
+void idle_note_long_lateness(struct idle_state *st, uint64_t late_ns)
+{
+	st->long_lead_ns = late_ns;
+}
+
 static struct idle_decision act(enum idle_action a, uint64_t until_ns)
 {
 	return (struct idle_decision){ .action = a, .until_ns = until_ns };
@@ -74,6 +79,19 @@ static struct idle_decision decide_spin(const struct idle_cfg *cfg, uint64_t spu
 	return spun >= cfg->spin_ns ? act(IDLE_PARK, 0) : act(IDLE_SPIN, 0);
 }
 
+/* A wait until at longer than a short one (at most a backstop: one capped
+ * by it is a look, not a guess): end it earlier by as much more as long
+ * waits end late, or, where that is more than a wake-up is worth, by an
+ * approach (a short wait then follows, ended about as late as lead_ns). */
+static uint64_t long_wait_end(const struct idle_state *st, uint64_t now_ns, uint64_t at,
+			      uint64_t lead_ns)
+{
+	uint64_t extra = st->long_lead_ns > lead_ns ? st->long_lead_ns - lead_ns : 0, early;
+
+	early = extra > IDLE_APPROACH_GAIN_NS ? st->long_lead_ns + IDLE_APPROACH_NS : extra;
+	return at - now_ns > early ? at - early : at;
+}
+
 /* Wait until at: spin if it is too close, nap if no arm made meanwhile can
  * be due before it, else sleep (no longer than the backstop). */
 static struct idle_decision wait_until(const struct idle_cfg *cfg, const struct idle_state *st,
@@ -89,6 +107,8 @@ static struct idle_decision wait_until(const struct idle_cfg *cfg, const struct 
 		return act(IDLE_SPIN, 0);
 	if (at > now_ns + cfg->backstop_ns)
 		at = now_ns + cfg->backstop_ns;
+	else if (at > now_ns + IDLE_SHORT_WAIT_NS)
+		at = long_wait_end(st, now_ns, at, lead_ns);
 	if (st->low_ns > lead_ns && at <= now_ns + st->low_ns - lead_ns)
 		return act(IDLE_NAP, at);
 	return act(IDLE_SLEEP, at);

@@ -51,6 +51,8 @@ struct idle_state {
 	uint64_t spin_since_ns; /* the current streak without progress began (0: none) */
 	uint64_t park_wake_ns;  /* how long after an arm a parked scanner takes it,
 				 * lately (90th percentile; 0: not known) */
+	uint64_t long_lead_ns;  /* how late waits longer than IDLE_SHORT_WAIT_NS
+				 * end, lately (90th percentile; 0: not known) */
 };
 
 enum idle_action {
@@ -76,6 +78,16 @@ struct idle_decision {
  * work late: with arms a few us apart (the GPU bench's closed-loop streams)
  * naps of 10-20 us through them cost a tenth of the throughput. */
 #define IDLE_NAP_THROUGH_MIN_NS 25000u
+/* A wait up to this long ends about as late as the short waits of a busy
+ * scanner; a longer one may end later: a CPU idle that long sleeps deeper
+ * (the H200 host's timer: 5-7 us late after 90 us, 20-48 after 900). A long
+ * wait then ends IDLE_APPROACH_NS and its own lateness early, and a short
+ * one follows (two wake-ups, a short lead spun), where the long wait's
+ * lateness exceeds the short ones' by more than IDLE_APPROACH_GAIN_NS (about
+ * a wake-up's cost); else it ends earlier by that difference. */
+#define IDLE_SHORT_WAIT_NS 200000u
+#define IDLE_APPROACH_NS 60000u
+#define IDLE_APPROACH_GAIN_NS 10000u
 /* Arms that come back within this after the set went empty are spun for
  * (about a park and a wake-up's cost). */
 #define IDLE_GAP_SPIN_NS 5000u
@@ -87,12 +99,15 @@ void idle_note_armed_from_empty(struct idle_state *st, uint64_t now_ns);
 void idle_note_done(struct idle_state *st, uint64_t d_ns);
 /* An arm wakes the parked scanner within wake_ns lately. */
 void idle_note_park_wake(struct idle_state *st, uint64_t wake_ns);
+/* Waits longer than IDLE_SHORT_WAIT_NS end within late_ns lately. */
+void idle_note_long_lateness(struct idle_state *st, uint64_t late_ns);
 
 /*
  * The decision after a pass at now_ns. npending: slots pending; progress: the
  * pass took arms, applied commands or signalled; look_at_ns: when the
  * earliest pending slot is next to be looked at (predictor.h; ignored when
- * none is pending); lead_ns: how much later than asked the timer wakes.
+ * none is pending); lead_ns: how much later than asked the timer wakes
+ * from a short wait (a long one's: idle_note_long_lateness).
  */
 struct idle_decision idle_decide(const struct idle_cfg *cfg, struct idle_state *st,
 				 uint64_t now_ns, uint64_t npending, int progress,

@@ -82,13 +82,18 @@ static int wait_until(struct scanner *sc, struct epoll_event *ev, int max, uint6
 }
 
 /* A timed wait ended at woke_ns: counted as sleeping, its lateness learned
- * when the timer ended it. */
+ * when the timer ended it (a long wait's apart: a CPU idle longer may wake
+ * later, idle-policy.h). */
 static void count_sleep(struct scanner *sc, uint64_t t0, uint64_t deadline_ns, uint64_t woke_ns,
 			int by_timer)
 {
 	atomic_fetch_add_explicit(&sc->sleeps, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sc->sleeping_ns, woke_ns - t0, memory_order_relaxed);
-	if (by_timer) {
+	if (by_timer && deadline_ns - t0 > IDLE_SHORT_WAIT_NS) {
+		predict_lateness(&sc->late_long, deadline_ns, woke_ns);
+		idle_note_long_lateness(&sc->idle, predict_lead_ns(&sc->late_long));
+		sc->planned = deadline_ns;
+	} else if (by_timer) {
 		predict_lateness(&sc->late, deadline_ns, woke_ns);
 		atomic_store_explicit(&sc->late_ns, sc->late.mean_ns, memory_order_relaxed);
 		sc->planned = deadline_ns;

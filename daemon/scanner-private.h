@@ -59,7 +59,8 @@ struct scanner {
 	uint32_t scan_from;      /* where the pass starts in the pending set */
 	int deferred;            /* a user's writes were carried to the next pass */
 	struct idle_state idle;
-	struct timer_lateness late;
+	struct timer_lateness late;      /* how late waits up to IDLE_SHORT_WAIT_NS end, */
+	struct timer_lateness late_long; /* and longer ones (idle-policy.h) */
 	uint64_t start_ns;
 
 	/* Counters (written by the scanner, read by anyone). */

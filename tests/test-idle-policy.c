@@ -409,6 +409,42 @@ START_TEST(test_sleep_bounded_by_the_backstop)
 }
 END_TEST
 
+/* A long wait ends later than short ones (the H200 host's timer: 5-7 us
+ * after 90 us, 20-48 after 900): ended early by an approach where that
+ * difference is worth a wake-up, by the difference where it is not, and not
+ * at all for a short wait. */
+START_TEST(test_long_wait_approaches)
+{
+	struct idle_state st = { 0 };
+	uint64_t t = 1000 * MS, lead = 7 * US, at = t + 900 * US;
+	struct idle_decision d;
+
+	idle_note_done(&st, 2 * MS); /* no arm can be due sooner: naps */
+	/* Not known yet: the wait as asked. */
+	d = idle_decide(&adaptive, &st, t, 1, 0, at, lead);
+	ck_assert_int_eq(d.action, IDLE_NAP);
+	ck_assert_uint_eq(d.until_ns, at);
+	/* Long waits 40 us late: an approach that much and more early, then a
+	 * short wait to the lead. */
+	idle_note_long_lateness(&st, 40 * US);
+	d = idle_decide(&adaptive, &st, t, 1, 0, at, lead);
+	ck_assert_int_eq(d.action, IDLE_NAP);
+	ck_assert_uint_eq(d.until_ns, at - 40 * US - IDLE_APPROACH_NS);
+	d = idle_decide(&adaptive, &st, d.until_ns + 40 * US, 1, 0, at, lead);
+	ck_assert_int_eq(d.action, IDLE_NAP);
+	ck_assert_uint_eq(d.until_ns, at);
+	/* Long waits barely later than short ones: one wait, earlier by the
+	 * difference. */
+	idle_note_long_lateness(&st, lead + IDLE_APPROACH_GAIN_NS);
+	d = idle_decide(&adaptive, &st, t, 1, 0, at, lead);
+	ck_assert_uint_eq(d.until_ns, at - IDLE_APPROACH_GAIN_NS);
+	/* A wait capped by the backstop is a look, not a guess: as capped. */
+	idle_note_long_lateness(&st, 40 * US);
+	d = idle_decide(&adaptive, &st, t, 1, 0, t + 5 * MS, lead);
+	ck_assert_uint_eq(d.until_ns, t + adaptive.backstop_ns);
+}
+END_TEST
+
 /* A user with writes of write_ns each, more than a quantum's worth in every
  * pass (one a millisecond) for for_ns: whether it was found carried too long. */
 static int carried_too_long_after(uint64_t write_ns, uint64_t for_ns)
@@ -483,6 +519,7 @@ int main(void)
 				       test_lead_is_the_lateness_p90,
 				       test_low_watermark_falls_fast_rises_slowly,
 				       test_spin_mode_as_before, test_sleep_bounded_by_the_backstop,
+				       test_long_wait_approaches,
 				       test_share_per_pass, NULL };
 	return unit_run("idle-policy", tests);
 }
