@@ -98,8 +98,8 @@ static void log_suppressed(struct user *u, struct cuflagd_ratelimit *rl, uint64_
 	if (now - rl->window_start_ms < rl->interval_ms)
 		return;
 	if (rl->suppressed)
-		cuflagd_log(LOG_WARNING, "%u %s lines suppressed for uid %u", rl->suppressed,
-			    rl == &u->rl[1] ? "warning" : "notice", (unsigned)u->uid);
+		cuflagd_log(LOG_WARNING, "%u lines suppressed for uid %u (%s lines)", rl->suppressed,
+			    (unsigned)u->uid, rl == &u->rl[1] ? "warning" : "notice");
 	rl->window_start_ms = now;
 	rl->used = 0;
 	rl->suppressed = 0;
