@@ -36,10 +36,13 @@ void pending_add_at(struct scanner *sc, struct scanner_slot *s, uint64_t arm_ns)
 	if (!sc->npending)
 		idle_note_armed_from_empty(&sc->idle, arm_ns);
 	predict_armed(&s->timing, arm_ns);
-	/* The metrics' arm -> done and stuck waits count from the daemon's
-	 * own clock (cuflagctl(1)), not from the client's word. */
+	/* The metrics' arm -> done and stuck waits count from the arm: the
+	 * client's word for it, which arm_time() keeps only within the daemon's
+	 * own clock since the pass before (an arm waits in its queue through a
+	 * nap, up to a backstop; counted from when the scanner took it, steady
+	 * 500 us work read as tens of us). */
 	if (sc->t.metrics)
-		atomic_store_explicit(&s->armed_at_ns, sc->now, memory_order_relaxed);
+		atomic_store_explicit(&s->armed_at_ns, arm_ns, memory_order_relaxed);
 	/* max_pending covers every slot that can exist, so this cannot overflow. */
 	s->pend_idx = (uint32_t)sc->npending;
 	sc->pending[sc->npending++] = s;

@@ -227,6 +227,55 @@ static void known_delays(void)
 	CHECK(daemon_stop(&d) == 0);
 }
 
+/*
+ * The default scanner naps through regular arms: an arm waits in its queue
+ * until a lead before its work can be due, and is taken then. Its arm ->
+ * done still counts from when it was made: work stored 400 us after its arm
+ * is never at or below 200 us (from when the scanner took it, it read as
+ * tens of us).
+ */
+static void regular_arms_timed_from_the_arm(void)
+{
+	static struct timed tm;
+	struct daemon_proc d;
+	cuflag_client *c;
+	cuflag_slot *s;
+	const char *text, *p;
+	char id[32] = "client=\"";
+	const int n = 64; /* what struct timed holds */
+
+	daemon_start(&d, 0, NULL);
+	CHECK_RC(cuflag_connect(d.sock, &c));
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	for (int i = 0; i < n; i++) {
+		uint64_t t0 = cuflag_now_ns(), t1, t2, now;
+		uint32_t t;
+		CHECK_RC(cuflag_slot_arm(s, &t));
+		t1 = cuflag_now_ns();
+		while ((now = cuflag_now_ns()) < t1 + 400 * US)
+			sleep_ns(t1 + 400 * US - now);
+		sim_store(cuflag_slot_flag(s), t);
+		now = cuflag_now_ns();
+		CHECK_RC(cuflag_slot_wait(s, t, 2000));
+		CHECK(consume_blocking(s) == 1);
+		t2 = cuflag_now_ns();
+		if (tm.n < 64) {
+			tm.lo[tm.n] = (double)(now - t1) / 1e9;
+			tm.hi[tm.n++] = (double)(t2 - t0) / 1e9;
+		}
+		while ((now = cuflag_now_ns()) < t0 + 800 * US)
+			sleep_ns(t0 + 800 * US - now);
+	}
+	text = ctl(d.sock, "metrics", NULL);
+	p = strstr(text, "\ncuflag_arms_total{client=\"");
+	CHECK(p && sscanf(p, "\ncuflag_arms_total{client=\"%20[0-9]", id + 8) == 1);
+	strcat(id, "\"");
+	check_buckets(text, id, &tm, "0.0002", "0.0005");
+	CHECK(at_or_below(text, id, "0.0002") == 0);
+	cuflag_disconnect(c);
+	CHECK(daemon_stop(&d) == 0);
+}
+
 static int count(const char *hay, const char *needle)
 {
 	int n = 0;
@@ -338,6 +387,7 @@ int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	known_delays();
+	regular_arms_timed_from_the_arm();
 	stuck_slot();
 	no_metrics();
 	printf("metrics: ok\n");
