@@ -3,7 +3,7 @@
  * When a pending slot's next completion will land, learned from its past
  * ones; and how late the scanner's own timer wakes it. Pure functions over
  * their state (no clock read, no system call): the scanner passes the time
- * in, the unit test passes made-up times (tests/test-predictor.c).
+ * in, the unit test passes made-up times (tests/test-idle-policy.c).
  *
  * GPU work is regular: the same kernels on the same sizes take about as long
  * each time. So each slot keeps a running mean of how long its completions
