@@ -95,13 +95,13 @@ void cuflagd_log(int prio, const char *fmt, ...)
 	}
 }
 
-int cuflagd_ratelimit_ok(struct cuflagd_ratelimit *rl)
+int cuflagd_ratelimit_take(struct cuflagd_ratelimit *rl, unsigned *held_back)
 {
 	uint64_t now = cuflag_now_ms();
 
+	*held_back = 0;
 	if (now - rl->window_start_ms >= rl->interval_ms) {
-		if (rl->suppressed)
-			cuflagd_log(LOG_WARNING, "%u similar messages suppressed", rl->suppressed);
+		*held_back = rl->suppressed;
 		rl->window_start_ms = now;
 		rl->used = 0;
 		rl->suppressed = 0;
@@ -112,4 +112,14 @@ int cuflagd_ratelimit_ok(struct cuflagd_ratelimit *rl)
 	}
 	rl->suppressed++;
 	return 0;
+}
+
+int cuflagd_ratelimit_ok(struct cuflagd_ratelimit *rl)
+{
+	unsigned held;
+	int ok = cuflagd_ratelimit_take(rl, &held);
+
+	if (held)
+		cuflagd_log(LOG_WARNING, "%u similar messages suppressed", held);
+	return ok;
 }

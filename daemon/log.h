@@ -31,6 +31,10 @@ struct cuflagd_ratelimit {
 	unsigned suppressed;
 };
 int cuflagd_ratelimit_ok(struct cuflagd_ratelimit *rl);
+/* The same, but the caller says what was held back (a line that names who):
+ * *held_back is how many lines the window that just ended suppressed (0:
+ * none, or it has not ended). */
+int cuflagd_ratelimit_take(struct cuflagd_ratelimit *rl, unsigned *held_back);
 
 
 #define log_err(...) cuflagd_log(LOG_ERR, __VA_ARGS__)

@@ -78,8 +78,12 @@ int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
 		*why = "ATTACH: the region's header is not this daemon's layout";
 		return -EINVAL;
 	}
-	/* Locked so a flag write never waits on a page fault; not fatal. */
-	if (mlock(r->map, l->size) < 0 && !mlock_warned) {
+	/* Locked so a flag write never waits on a page fault; not fatal. The
+	 * pages present now (all of them, populated above) are locked, none is
+	 * faulted in: a page punched since the population would be faulted in
+	 * by mlock() in the kernel, where a guard of the daemon's own loads and
+	 * stores (GUARD_USER, the unit's) does not see it. */
+	if (mlock2(r->map, l->size, MLOCK_ONFAULT) < 0 && !mlock_warned) {
 		mlock_warned = 1;
 		log_warn("mlock of a %llu-byte region failed (%s): raise LimitMEMLOCK; "
 			 "continuing unlocked",

@@ -59,6 +59,19 @@ static void log_stuck(struct session *o, uint32_t i, uint64_t wait_ns)
 	     id->pod[0] ? " pod=" : "", id->pod);
 }
 
+/* A stuck line of o's: at most a few a minute per client (the lines held
+ * back are counted in a line that names it), and within its user's log
+ * budget, so that many clients of one user cannot flood the journal. */
+static int stuck_line_ok(struct session *o)
+{
+	unsigned held;
+	int ok = cuflagd_ratelimit_take(&o->met.rl, &held);
+
+	if (held)
+		ulog(LOG_WARNING, o, "%u stuck-slot lines suppressed", held);
+	return ok && user_log_ok(o->user, LOG_WARNING);
+}
+
 /* Count o's stuck slots; log each new one once (the wait it was seen in). */
 static void tick_one(struct session *o, uint64_t now_ns, uint64_t stuck_ns)
 {
@@ -75,7 +88,7 @@ static void tick_one(struct session *o, uint64_t now_ns, uint64_t stuck_ns)
 		if (!t || t > now_ns || now_ns - t <= stuck_ns || m->stuck_logged[i] == t)
 			continue;
 		m->stuck_logged[i] = t;
-		if (cuflagd_ratelimit_ok(&m->rl))
+		if (stuck_line_ok(o))
 			log_stuck(o, i, now_ns - t);
 	}
 }
