@@ -230,7 +230,7 @@ fn main() {
         o.kernel_ns / 1000,
         o.seconds,
         o.workers,
-        cuflag::version()
+        cuflag::library_version()
     );
     println!(
         "{:<15} {:>8} {:>10} {:>9} {:>9} {:>11} {:>11} {:>11}",

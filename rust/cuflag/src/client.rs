@@ -186,11 +186,17 @@ impl Client {
     }
 }
 
-/// The library's version, "MAJOR.MINOR.PATCH".
-pub fn version() -> &'static str {
+/// The loaded library's version, "MAJOR.MINOR.PATCH" (the Python
+/// package's `cuflag.library_version()`).
+pub fn library_version() -> &'static str {
     unsafe { CStr::from_ptr(sys::cuflag_version()) }
         .to_str()
         .unwrap_or("?")
+}
+
+/// [`library_version`], by its earlier name.
+pub fn version() -> &'static str {
+    library_version()
 }
 
 #[repr(C)]

@@ -67,8 +67,11 @@ impl Slot {
     /// itself (`cuflag_device_signal()` of `cuflag/cuflag_device.h`, after
     /// [`arm`](Slot::arm) or [`arm_many`](Slot::arm_many)); registers the
     /// client's pages in the current context on first use. Errors:
-    /// `ENODEV` (no driver or no current context), `ENOSYS`, `ECHILD`.
-    pub fn device_ptr(&self) -> Result<u64> {
+    /// `EINVAL` (no context is current in this thread: make one current
+    /// first, e.g. `cuDevicePrimaryCtxRetain` + `cuCtxSetCurrent`),
+    /// `ENODEV` (no driver, `cuInit` not called, or the pages cannot be
+    /// mapped for this device), `ENOSYS`, `ENOMEM`, `ECHILD`.
+    pub fn device_pointer(&self) -> Result<u64> {
         let mut p: sys::CUdeviceptr = 0;
         check(
             unsafe { sys::cuflag_cuda_slot_devptr(self.raw(), &mut p) },
@@ -76,6 +79,11 @@ impl Slot {
         )?;
         self.cuda.store(true, Ordering::Relaxed);
         Ok(p)
+    }
+
+    /// [`device_pointer`](Slot::device_pointer), by its earlier name.
+    pub fn device_ptr(&self) -> Result<u64> {
+        self.device_pointer()
     }
 
     /// Whether a device fault stopped the work of the slot's last stream

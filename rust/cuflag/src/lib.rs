@@ -58,7 +58,7 @@ mod watch;
 /// The raw declarations, for what this crate does not wrap.
 pub use cuflag_sys as sys;
 
-pub use client::{version, Client};
+pub use client::{library_version, version, Client};
 #[cfg(feature = "cuda")]
 pub use cuda::CUstream;
 pub use error::{Error, Result};

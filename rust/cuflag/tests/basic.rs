@@ -192,6 +192,7 @@ fn arm_many_and_complete() {
 
 #[test]
 fn version_is_the_library_s() {
-    let v = cuflag::version();
+    let v = cuflag::library_version();
     assert_eq!(v.split('.').count(), 3, "{}", v);
+    assert_eq!(cuflag::version(), v, "the earlier name says the same");
 }

@@ -127,3 +127,22 @@ fn sixty_four_tasks_synchronize_eight_streams() {
         g.destroy(s as cuflag::CUstream);
     }
 }
+
+#[test]
+fn the_device_pointer_needs_a_current_context() {
+    let g = match gpu("device_pointer") {
+        Some(g) => g,
+        None => return,
+    };
+    let d = Daemon::start(&[]);
+    let c = Client::connect(Some(&d.socket)).unwrap();
+    let slot = c.acquire().unwrap();
+    // This thread has the GPU's context current (Gpu::open).
+    let p = slot.device_pointer().unwrap();
+    assert_ne!(p, 0);
+    assert_eq!(slot.device_ptr().unwrap(), p, "the earlier name says the same");
+    // A thread of its own has none: EINVAL, as cuflag_cuda.h says.
+    let e = std::thread::scope(|s| s.spawn(|| slot.device_pointer()).join().unwrap());
+    assert_eq!(e.unwrap_err().errno(), cuflag::errno::EINVAL);
+    drop(g);
+}
