@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 //! Many slots, one eventfd, one completion ring: [`Group`].
 
+use std::collections::hash_map::{Entry, HashMap};
 use std::os::unix::io::RawFd;
 use std::ptr::{self, NonNull};
 use std::sync::{Arc, Mutex};
@@ -50,7 +51,7 @@ impl GroupInner {
     }
 
     pub(crate) fn drain(&self) -> Result<Vec<(u32, u64)>> {
-        let mut out = Vec::new();
+        let mut out: Vec<(u32, u64)> = Vec::new();
         let mut buf = vec![
             sys::cuflag_completion {
                 slot: ptr::null_mut(),
@@ -58,6 +59,10 @@ impl GroupInner {
             };
             BATCH
         ];
+        // A slot that completes again while the drain runs has a record in
+        // a later batch (or later in the same one): one entry per slot, its
+        // counts summed, as the Python package's drain() hands them out.
+        let mut at: HashMap<u32, usize> = HashMap::new();
         let _held = self.records.lock().unwrap_or_else(|e| e.into_inner());
         for _ in 0..MAX_BATCHES {
             let n = check(
@@ -66,7 +71,13 @@ impl GroupInner {
             )? as usize;
             for rec in &buf[..n] {
                 let id = unsafe { sys::cuflag_slot_id(rec.slot) } as u32;
-                out.push((id, rec.completions));
+                match at.entry(id) {
+                    Entry::Occupied(e) => out[*e.get()].1 += rec.completions,
+                    Entry::Vacant(e) => {
+                        e.insert(out.len());
+                        out.push((id, rec.completions));
+                    }
+                }
             }
             if n < BATCH {
                 break;
@@ -143,8 +154,9 @@ impl Group {
 
     /// The group's slots that completed since they were last drained or
     /// consumed: (slot id, completions) records, empty when none;
-    /// non-blocking. A slot appears twice only if it completed again
-    /// meanwhile. Errors: `ECHILD`.
+    /// non-blocking. Each slot comes at most once per call: completions it
+    /// made while the drain ran are summed into its record. Errors:
+    /// `ECHILD`.
     pub fn drain(&self) -> Result<Vec<(u32, u64)>> {
         self.inner.drain()
     }

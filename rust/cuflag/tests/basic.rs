@@ -3,6 +3,7 @@
 
 mod support;
 
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use cuflag::{errno, Client, Error, Group, Slot};
@@ -188,6 +189,49 @@ fn arm_many_and_complete() {
     }
     assert_eq!(n, 10);
     assert_eq!(s.arm_many(0).unwrap_err().errno(), errno::EINVAL);
+}
+
+/// A drain of a group bigger than one library batch, while a thread keeps
+/// completing its slots: a slot that completed again between the batches
+/// comes once per drain, its counts summed, and every completion once.
+#[test]
+fn a_drain_names_each_slot_once() {
+    const SLOTS: usize = 3000;
+    const ROUNDS: u64 = 20;
+    let d = Daemon::start(&["--slots-per-client", "4096", "--max-slots-per-uid", "100000"]);
+    let c = Client::connect(Some(&d.socket)).unwrap();
+    let g = c.group().unwrap();
+    let slots = g.acquire_many(SLOTS).unwrap();
+    let mut counted: HashMap<u32, u64> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for _ in 0..ROUNDS {
+                for s in &slots {
+                    s.store(s.arm().unwrap());
+                }
+            }
+        });
+        let mut total = 0;
+        while total < SLOTS as u64 * ROUNDS {
+            let mut seen = HashSet::new();
+            for (id, n) in g.drain().unwrap() {
+                assert!(seen.insert(id), "slot {} twice in one drain", id);
+                assert!(n > 0);
+                *counted.entry(id).or_insert(0) += n;
+                total += n;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} of {} completions drained",
+                total,
+                SLOTS as u64 * ROUNDS
+            );
+        }
+    });
+    assert_eq!(counted.len(), SLOTS);
+    assert!(counted.values().all(|&n| n == ROUNDS), "a slot counted twice");
+    assert!(g.drain().unwrap().is_empty());
 }
 
 #[test]
