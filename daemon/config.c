@@ -11,6 +11,7 @@
 
 #include "cuflag-proto.h"
 #include "log.h"
+#include "region-guard.h"
 #include "scanner.h"
 
 static void usage(FILE *f)
@@ -61,6 +62,11 @@ static void usage(FILE *f)
 		"  --pending-poll-us N       spin: the poll interval then (default 250)\n"
 		"  --msg-rate N              requests per second per client (default 20000)\n"
 		"  --slab memfd|cuda-ipc     how client regions are backed (default memfd)\n"
+		"  --region-guard auto|user|off\n"
+		"                            how regions are guarded against punched holes:\n"
+		"                            auto (default) the most the daemon may, user: its\n"
+		"                            own loads and stores only, off: none (as where\n"
+		"                            userfaultfd is refused)\n"
 		"  --log-level LEVEL         err, warning, notice, info, debug (default info)\n"
 		"  --stuck-ms N              a slot armed this long without completing is\n"
 		"                            stuck: listed, counted, logged (default 10000)\n"
@@ -137,7 +143,7 @@ static const struct num_opt num_opts[] = {
 };
 #define NUM_OPTS (sizeof(num_opts) / sizeof(num_opts[0]))
 
-enum { O_SOCKET = 256, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_ADMIN, O_SCANNER, O_NOMETRICS,
+enum { O_SOCKET = 256, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_ADMIN, O_SCANNER, O_NOMETRICS, O_GUARD,
        O_SOCKGRP, O_SOCKMODE, O_NUM };
 
 static int parse_num(struct cuflagd_config *cfg, const struct num_opt *o, const char *arg)
@@ -209,6 +215,13 @@ static int parse_other(struct cuflagd_config *cfg, int c, const char *arg)
 		cfg->socket_mode = (uint32_t)m;
 		return 0;
 	}
+	case O_GUARD:
+		if (!strcmp(arg, "auto"))
+			cfg->region_guard = GUARD_FULL;
+		else
+			return parse_word("region-guard", arg, "user", GUARD_USER, "off", GUARD_OFF,
+					  &cfg->region_guard);
+		return 0;
 	case O_SCANNER:
 		return parse_word("scanner-mode", arg, "spin", SCANNER_SPIN, "adaptive",
 				  SCANNER_ADAPTIVE, &cfg->scanner_mode);
@@ -266,6 +279,7 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ "scanner-mode", required_argument, NULL, O_SCANNER },
+		{ "region-guard", required_argument, NULL, O_GUARD },
 		{ "no-metrics", no_argument, NULL, O_NOMETRICS },
 	};
 	enum { NAMED = sizeof(named) / sizeof(named[0]) };
@@ -289,6 +303,7 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		.scanner_mode = SCANNER_ADAPTIVE,
 		.msg_rate = 20000,
 		.slab = CUFLAG_SLAB_MEMFD,
+		.region_guard = GUARD_FULL,
 		.max_pending_per_uid = 16384,
 		.hello_timeout_ms = 2000,
 		.admin_gid = -1,

@@ -32,6 +32,7 @@ struct cuflagd_config {
 	int scanner_mode;            /* enum scanner_mode (scanner.h) */
 	uint32_t msg_rate;           /* requests per second per client before refusal */
 	int slab;                    /* enum cuflag_slab_kind */
+	int region_guard;            /* enum guard_mode (region-guard.h): the most tried */
 	int test_hooks;              /* SIGUSR1 freezes the scanner (tests only) */
 	uint64_t stuck_ms;           /* a slot armed this long with no progress is stuck */
 	int no_metrics;              /* --no-metrics: no arm -> done times, no stuck work */

@@ -77,14 +77,20 @@ static int uffd_open(int flags)
 	return fd;
 }
 
-enum guard_mode guard_start(uint32_t max)
+enum guard_mode guard_start(uint32_t max, enum guard_mode most)
 {
 	struct sigaction sa = { .sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_NODEFER };
 	int rc;
 
 	g.page = (size_t)sysconf(_SC_PAGESIZE);
+	if (most == GUARD_OFF) {
+		log_warn("region guard off (--region-guard off): a client that punches a hole in "
+			 "its region can have the daemon fault pages in, its region's size at "
+			 "most, until its session ends");
+		return GUARD_OFF;
+	}
 	g.mode = GUARD_FULL;
-	g.uffd = uffd_open(0);
+	g.uffd = most == GUARD_FULL ? uffd_open(0) : -EPERM;
 	if (g.uffd < 0) {
 		g.mode = GUARD_USER;
 		g.uffd = uffd_open(UFFD_USER_MODE_ONLY);
@@ -94,8 +100,8 @@ enum guard_mode guard_start(uint32_t max)
 	g.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (g.uffd < 0 || !g.r || g.efd < 0 || sigaction(SIGBUS, &sa, NULL) < 0) {
 		log_warn("userfaultfd unavailable (%s): a client that punches a hole in its region "
-			 "can make the daemon fault pages in, charged to the daemon",
-			 strerror(rc < 0 ? -rc : errno));
+			 "can have the daemon fault pages in, its region's size at most, until its "
+			 "session ends", strerror(rc < 0 ? -rc : errno));
 		guard_stop();
 		return GUARD_OFF;
 	}
@@ -117,6 +123,11 @@ void guard_stop(void)
 	g.n = 0;
 	g.uffd = g.efd = -1;
 	g.mode = GUARD_OFF;
+}
+
+enum guard_mode guard_mode(void)
+{
+	return g.mode;
 }
 
 int guard_fd(void)

@@ -31,9 +31,12 @@ enum guard_mode {
 	GUARD_FULL,      /* those and the kernel's faults for it (populate, mlock) */
 };
 
-/* Set up for up to max regions at once. Returns the mode it got; a line in
- * the log says what is not guarded. */
-enum guard_mode guard_start(uint32_t max);
+/* Set up for up to max regions at once, in mode most or the most the
+ * daemon may below it. Returns the mode it got; a line in the log says what
+ * is not guarded. */
+enum guard_mode guard_start(uint32_t max, enum guard_mode most);
+/* The mode guard_start got. */
+enum guard_mode guard_mode(void);
 void guard_stop(void);
 
 /* Readable when a guarded region was found punched (the main loop polls it). */

@@ -92,6 +92,23 @@ int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
 	return 0;
 }
 
+void region_discard(struct region *r)
+{
+	/* Unguarded, the daemon may have faulted in pages of the region that
+	 * the client had punched out: they are charged to the daemon for as
+	 * long as the memfd lives, which the client decides (it may keep it
+	 * after hanging up, session after session). The session is over and
+	 * nothing in the region is any use to the client now: every page goes
+	 * (unlocked first: locked pages cannot be removed). Guarded, the daemon
+	 * never faults a page in: the region is left as it is. */
+	if (!r->map || guard_mode() != GUARD_OFF)
+		return;
+	munlock(r->map, r->size);
+	if (madvise(r->map, r->size, MADV_REMOVE) < 0)
+		log_warn("a %llu-byte region could not be emptied at its session's end: %s",
+			 (unsigned long long)r->size, strerror(errno));
+}
+
 void region_destroy(struct region *r)
 {
 	if (r->map) {

@@ -30,6 +30,10 @@ struct region {
  */
 int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
 		 const char **why);
+/* The session of r ended while the daemon runs on (not at its exit: a
+ * successor adopts the regions then): with the guard off, its pages are
+ * removed, so that none faulted in by the daemon stays charged to it. */
+void region_discard(struct region *r);
 void region_destroy(struct region *r);
 
 /*

@@ -472,7 +472,7 @@ static int start_workers(struct server *srv, const struct cuflagd_config *cfg)
 			cfg->queue_size);
 		return rc;
 	}
-	guard_start(cfg->max_clients);
+	guard_start(cfg->max_clients, (enum guard_mode)cfg->region_guard);
 	rc = daemon_page_create(&srv->dp, srv->epoch);
 	if (rc) {
 		log_err("cannot create the daemon page: %s", strerror(-rc));

@@ -237,6 +237,7 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 	case SCAN_DEL_SESSION:
 		/* Last command of a dead session: nothing in the scanner refers to
 		 * it (it left the park set already). */
+		region_discard(&s->region);
 		session_release(srv, s);
 		registry_bury(&srv->reg, s);
 		break;

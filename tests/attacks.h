@@ -18,6 +18,7 @@ void attack_blocking(void);
 void attack_kept_memfds(void);
 void attack_region_twice(void);
 void attack_punched_regions(void);
+void attack_punched_regions_unguarded(void);
 void attack_fd_mix(void);
 void attack_four_users(void);
 void attack_log_flood(void);

@@ -25,6 +25,9 @@ static const char *const many_sessions[] = { "--max-clients", "512", "--max-clie
 
 /* The pending attacks count against this limit (the default, said here so
  * that the test does not lean on it). */
+/* As where the container runtime refuses userfaultfd. */
+static const char *const unguarded[] = { "--region-guard", "off", NULL };
+
 static const char *const pending_limit[] = { "--max-pending-per-uid", "16384", NULL };
 
 static const struct {
@@ -45,6 +48,7 @@ static const struct {
 	{ "kept-memfds", attack_kept_memfds, no_args },
 	{ "region-twice", attack_region_twice, no_args },
 	{ "punched-regions", attack_punched_regions, no_args },
+	{ "punched-regions-unguarded", attack_punched_regions_unguarded, unguarded },
 	{ "fd-mix", attack_fd_mix, no_args },
 	{ "four-users", attack_four_users, no_args },
 	{ "log-flood", attack_log_flood, no_args },
