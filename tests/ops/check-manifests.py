@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 """The Kubernetes manifests in deploy/, checked offline for what matters
 (Debian 12 packages no validator of the Kubernetes schema): the DaemonSet
-shares the node's socket directory by hostPath and asks for nothing else
-(no hostIPC, hostPID or hostNetwork, no privilege, no capability but
+shares the node's socket directory by hostPath and the node's pid namespace
+(hostPID: to name the pods' processes by their pid, comm and cgroup) and asks
+for nothing else (no hostIPC or hostNetwork, no privilege, no capability but
 CAP_CHOWN for the init container, read-only root file systems, non-root,
 RuntimeDefault seccomp, no GPU, resource requests, the host's user
 namespace so that it sees the pods' uids); the pod example mounts
@@ -41,10 +42,10 @@ def containers(spec):
         [(c["name"], c) for c in spec.get("containers", [])]
 
 
-def check_pod_spec(where, spec):
-    """What every pod of ours must hold."""
+def check_pod_spec(where, spec, host_ok=()):
+    """What every pod of ours must hold (host namespaces: only those named)."""
     for key in ("hostIPC", "hostPID", "hostNetwork"):
-        need(not spec.get(key, False), f"{where}: {key} is set")
+        need(key in host_ok or not spec.get(key, False), f"{where}: {key} is set")
     need(spec.get("automountServiceAccountToken") is False,
          f"{where}: the service account token is mounted")
     psc = spec.get("securityContext", {})
@@ -94,7 +95,10 @@ def main():
     need(ds["spec"]["selector"]["matchLabels"].items() <= tmpl["metadata"]["labels"].items(),
          "DaemonSet: the selector does not match the template's labels")
     spec = tmpl["spec"]
-    check_pod_spec("DaemonSet", spec)
+    check_pod_spec("DaemonSet", spec, host_ok=("hostPID",))
+    need(spec.get("hostPID") is True,
+         "DaemonSet: no hostPID (the daemon would see every other pod's clients as pid 0, "
+         "with no process name, unit or pod)")
     need(spec.get("hostUsers", True) is not False,
          "DaemonSet: hostUsers: false (every other pod's uid would be nobody to cuflagd)")
     daemon = [c for c in spec["containers"] if c["name"] == "cuflagd"]
