@@ -14,7 +14,12 @@
  *   main-loop tick) interrupts one that the tick missed;
  * - once a user's write was cut, its other eventfds are checked for room
  *   before each write for CUT_WATCH_NS (the cut watch): the same attack on
- *   a new connection costs nobody a tick.
+ *   a new connection costs nobody a tick;
+ * - each user writes its share of a pass, the rest carried to the next
+ *   (fair-share.h); a user carried past its share of every pass for
+ *   FAIR_SHARE_DROP_NS with writes of FAIR_SHARE_DROP_WRITE_NS or more on
+ *   average is dropped too (BROKEN_COST with cost_share set: decided where
+ *   the pass carries it, scanner.c carried()).
  * What a user is dropped for then costs it a cool-down (penalty.h).
  */
 #ifndef CUFLAGD_WRITE_POLICE_H
