@@ -1,9 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # The man pages document what the code offers: every long option cuflagd and
-# cuflagctl accept, every cuflagctl command, every exported function (with
-# a man3 link of its name); cuflagd(8)'s SYNOPSIS is exactly what
-# `cuflagd --help` lists, and so is the README's table of options.
+# cuflagctl accept, every cuflagctl command, every exported function and
+# every function of cuflag_device.h (with a man3 link of its name);
+# cuflagd(8)'s SYNOPSIS is exactly what `cuflagd --help` lists, and so is the
+# README's table of options.
 #   man-coverage.sh SOURCE_ROOT CUFLAGD
 set -eu
 src=$1
@@ -57,6 +58,12 @@ for fn in $(cat "$src"/client/include/cuflag/*.h |
 	grep -qF "$fn(" "$page" || missing "libcuflag-client.3: $fn not in the synopsis"
 	grep -A1 -x '\.TP' "$page" | grep -qx "\.BR $fn ()" ||
 		missing "libcuflag-client.3: $fn has no entry"
+	grep -qF "'$fn'" "$src/man/meson.build" || missing "man/meson.build: no $fn.3 link"
+done
+# The device header's functions (inline, for kernels): in the synopsis, with a man3 link.
+for fn in $(sed -n 's/^static __device__[^(]*[ *]\(cuflag_device_[a-z0-9_]*\)(.*/\1/p' \
+	    "$src/client/include/cuflag/cuflag_device.h"); do
+	grep -qF "$fn(" "$src/man/libcuflag-client.3" || missing "libcuflag-client.3: $fn not in the synopsis"
 	grep -qF "'$fn'" "$src/man/meson.build" || missing "man/meson.build: no $fn.3 link"
 done
 [ $fail -eq 0 ] && echo "man coverage: ok"

@@ -42,6 +42,7 @@ need "$mandir/man8/cuflagd.8"
 need "$mandir/man1/cuflagctl.1"
 need "$mandir/man3/libcuflag-client.3"
 need "$mandir/man3/cuflag_connect.3"
+need "$mandir/man3/cuflag_device_signal.3"
 
 for f in systemd/system/cuflagd.service systemd/system/cuflagd.socket sysusers.d/cuflagd.conf \
 	tmpfiles.d/cuflagd.conf systemd/system/cuflag-exporter.service; do
