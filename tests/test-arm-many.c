@@ -18,6 +18,9 @@
 #include <unistd.h>
 
 #include "cuflag/cuflag.h"
+#ifdef CUFLAG_TEST_CUDA
+#include "cuflag/cuflag_cuda.h"
+#endif
 #include "test-runner.h"
 
 static struct daemon_proc d;
@@ -201,8 +204,27 @@ TEST(errors)
 	cuflag_disconnect(c);
 }
 
-/* In a child of fork() the parent's slot is not armed: -ECHILD, nothing
- * reserved. */
+/* What the child of a fork gets from the parent's slot: -ECHILD from arm_many
+ * and, where the CUDA binding is built, from slot_devptr (which says so before
+ * it touches the driver, so no GPU is needed), out left as it was. */
+static int child_of_fork(cuflag_slot *s)
+{
+	uint32_t t;
+#ifdef CUFLAG_TEST_CUDA
+	CUdeviceptr p = 7;
+#endif
+
+	if (cuflag_slot_arm_many(s, 5, &t) != -ECHILD)
+		return 1;
+#ifdef CUFLAG_TEST_CUDA
+	if (cuflag_cuda_slot_devptr(s, &p) != -ECHILD || p != 7)
+		return 2;
+#endif
+	return 0;
+}
+
+/* In a child of fork() the parent's slot is neither armed nor mapped for a
+ * kernel: -ECHILD, nothing reserved. */
 TEST(forked)
 {
 	cuflag_client *c;
@@ -217,8 +239,10 @@ TEST(forked)
 	pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0)
-		_exit(cuflag_slot_arm_many(s, 5, &t) == -ECHILD ? 0 : 1);
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		_exit(child_of_fork(s));
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+	CHECK_MSG(WEXITSTATUS(st) == 0, "child: %s did not give -ECHILD",
+		  WEXITSTATUS(st) == 1 ? "cuflag_slot_arm_many" : "cuflag_cuda_slot_devptr");
 	CHECK_RC(cuflag_slot_arm(s, &t));
 	CHECK(t == first + 3);
 	sim_store(cuflag_slot_flag(s), t);
