@@ -4,7 +4,7 @@
 # shapes, the demo on the GPU, the CPU bench's scanner-cost rows on this host,
 # the GPU bench against the default (adaptive) daemon and the spinning one,
 # and the PyTorch server loop. Logs go to $OUT (default: ./gpu-run-logs), at
-# most eight files.
+# most eight files; summary.txt has the gpu tests' PASS lines with figures.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-run-logs}
@@ -21,6 +21,12 @@ meson setup "$BUILD" -Dsystemd=disabled -Dwerror=true >"$OUT/build.log" 2>&1 &&
 	ninja -C "$BUILD" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 meson test -C "$BUILD" --suite gpu --print-errorlogs >"$OUT/gpu-suite.log" 2>&1
 echo "gpu suite: $?" >>"$S"
+# The tests' PASS lines carry their figures (rates, counts, where a restart
+# fell): copied from meson's log, which the next meson test replaces, each
+# after the name of its test (the -ipc twins print the same words).
+awk '/^test: / { n = $NF; sub(/.*:/, "", n) }
+	/(^|: )PASS[: ]/ { print (n == "" ? "" : n ": ") $0 }' \
+	"$BUILD/meson-logs/testlog.txt" >>"$S" 2>/dev/null
 meson test -C "$BUILD" --print-errorlogs test-load-shapes >>"$OUT/gpu-suite.log" 2>&1
 echo "load shapes: $?" >>"$S"
 grep -h "load shapes (" "$BUILD/meson-logs/testlog.txt" >>"$S" 2>/dev/null
