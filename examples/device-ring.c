@@ -15,6 +15,23 @@
  * The kernel is CUDA C++ compiled by nvcc at build time into a fatbin that
  * this program loads through the Driver API: no CUDA runtime is linked.
  *
+ * Outside this tree, against the installed library: the kernel needs only
+ * <cuflag/cuflag_device.h>; the helpers of the tree this file uses are the
+ * Driver API by other names. cu.cuX() is cuX() (and "cu.h" is <cuda.h>);
+ * gpu_load() is cuInit(0) (77 where it fails); gpu_dev_open() is
+ * cuDeviceGet(), cuDevicePrimaryCtxRetain() and cuCtxSetCurrent(), and
+ * gpu_dev_close() cuDevicePrimaryCtxRelease(); CU_TRY checks a CUresult;
+ * cuflag_now_ns() ("clock.h") is clock_gettime(CLOCK_MONOTONIC); the
+ * embedded device_ring_fatbin is cuModuleLoad(&mod, "device-ring.fatbin").
+ * Then:
+ *   nvcc -fatbin -gencode arch=compute_90,code=sm_90 $(pkg-config --cflags cuflag-client) \
+ *       device-ring.cu -o device-ring.fatbin
+ *   gcc -std=gnu11 -O2 device-ring.c -o device-ring \
+ *       $(pkg-config --cflags --libs cuflag-client-cuda) \
+ *       -L$(pkg-config --variable=cudadir cuflag-client-cuda)/lib64/stubs -lcuda
+ * (sm_90: H100/H200; sm_80 for an A100; the stub is only linked against, the
+ * driver's libcuda.so.1 runs.)
+ *
  * Usage: device-ring [ITEMS [WORK_US]]   (the daemon: $CUFLAG_SOCKET, else
  *        cuflagd's own socket; 100000 items, 20 us of work each)
  * Exit status: 0 when every item arrived, in order and intact, each counted
