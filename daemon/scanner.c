@@ -50,9 +50,12 @@ static void count_bad_arm(struct scanner *sc, struct scanner_session *ss)
 
 /*
  * When the arms now in ss's queue were made: the client's word for its last
- * one (cuflag-proto.h), read once, kept only between the start of the pass
- * before (which looked at every queue and found none of them) and now; else
- * now. The
+ * one (cuflag-proto.h), read once, kept within what the daemon saw: not
+ * after now, and not before the start of the pass before, which looked at
+ * every queue and found none of them (a client preempted between reading
+ * its clock and storing its tail dates its arm earlier than that: the arm
+ * became visible after it, and taking now instead, after a nap through the
+ * arm, lost all of the nap). The
  * first arm after a park also says how long an arm takes to wake the
  * scanner: the idle policy parks rather than waits for arms when that is
  * shorter than the work that follows them.
@@ -61,8 +64,10 @@ static uint64_t arm_time(struct scanner *sc, const struct scanner_session *ss)
 {
 	uint64_t at = atomic_load_explicit(ss->arm_time, memory_order_relaxed);
 
-	if (at < sc->prev_pass_ns || at > sc->now)
+	if (at > sc->now)
 		return sc->now;
+	if (at < sc->prev_pass_ns)
+		at = sc->prev_pass_ns;
 	if (sc->woke_from && !sc->wake_sampled && at >= sc->woke_from) {
 		sc->wake_sampled = 1;
 		predict_lateness(&sc->wake_late, at, sc->now);
@@ -262,6 +267,11 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	 * counts from this record; the eventfd is the doorbell). The record
 	 * stays when the write fails: those completions did happen. */
 	s->persist->signalled = s->signalled + due;
+	/* Counted before the doorbell as well: a client it wakes may ask for
+	 * its metrics before the scanner runs again. */
+	lhist_add(&s->sess->n_done, due);
+	if (sc->t.metrics)
+		lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns, seen, due);
 	if (s->group)
 		ring_push(sc, s);
 	else
@@ -269,9 +279,6 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	if (why == BROKEN_NONE || why == BROKEN_COST) {
 		s->signalled += due;
 		atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
-		lhist_add(&s->sess->n_done, due);
-		if (sc->t.metrics)
-			lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns, seen, due);
 		if (sc->t.idle.mode == SCANNER_ADAPTIVE)
 			learn_completion(sc, s);
 	}
