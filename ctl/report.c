@@ -138,6 +138,21 @@ static const char *scanner_name(uint64_t v)
 					    : NULL;
 }
 
+/* Parked with slots pending is no contradiction: why it is parked depends
+ * on the mode. The adaptive scanner parks whenever it sleeps until the next
+ * completion is due (at most --backstop-us), its normal state under load;
+ * the spinning one parks only once the pending slots have stalled
+ * (--pending-spin-ms). NULL where there is nothing to explain, or the mode
+ * is a newer daemon's. */
+static const char *parked_why(const struct cuflag_msg_stats_reply *st)
+{
+	if (!st->pending)
+		return NULL;
+	return st->scanner_mode == 0   ? "pending slots stalled: polled on a timer"
+	       : st->scanner_mode == 1 ? "sleeping until the next completion is due"
+				       : NULL;
+}
+
 /* A value as text: what the table shows and what JSON quotes for names. */
 static void value_text(const void *base, const struct field *f, int human, char *buf,
 		       size_t len)
@@ -194,11 +209,12 @@ static void value_text(const void *base, const struct field *f, int human, char 
 		break;
 	case K_SCANNER:
 		name = scanner_name(v);
-		/* Parked with slots pending is no contradiction: say why. */
-		if (human && v == CUFLAG_SCANNER_PARKED &&
-		    ((const struct cuflag_msg_stats_reply *)base)->pending) {
-			snprintf(buf, len, "parked (pending slots stalled: polled on a timer)");
-			return;
+		if (human && v == CUFLAG_SCANNER_PARKED) {
+			const char *why = parked_why(base);
+			if (why) {
+				snprintf(buf, len, "parked (%s)", why);
+				return;
+			}
 		}
 		break;
 	default:

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """cuflagctl against a real cuflagd: --json output parses and matches what the
 daemon holds (its settings, a client with 5 slots of which 2 are armed and 3
-more in a group), the tables name the same things, and the exit codes say what went wrong."""
+more in a group), the tables name the same things, a parked scanner is
+explained as its mode has it, and the exit codes say what went wrong."""
 import json
 import os
 import subprocess
@@ -56,12 +57,31 @@ def check_holder(sock, holder_pid, epoch):
                                      "8"], "clients table row")
     human = ctl("--socket", sock, "status").stdout
     expect("memfd" in human and epoch in human, "status table")
-    # The armed slots never complete: the scanner parks with them pending,
-    # and the table says that this is no contradiction.
+    # The default scanner parks while it sleeps until the armed slots are
+    # due (here they never are: it looks at most every backstop), and the
+    # table says that this is no contradiction.
+    expect_parked_why(sock, "adaptive", "parked (sleeping until the next completion is due)")
+
+
+def expect_parked_why(sock, mode, why):
+    """Parked with slots pending, explained as the scanner mode has it."""
+    expect(ctl_json(sock, "status")["scanner_mode"] == mode, f"scanner mode {mode}")
     wait_for("the scanner to park", lambda: ctl_json(sock, "status")["scanner"] == "parked")
     human = ctl("--socket", sock, "status").stdout
-    expect("parked (pending slots stalled: polled on a timer)" in human,
-           f"parked next to pending explained: {human}")
+    expect(why in human, f"{mode}: parked next to pending explained: {human}")
+
+
+def check_spin_mode(tmp):
+    """The spinning scanner parks only when its armed slots stall, and says so."""
+    with running_daemon(tmp, "--scanner-mode", "spin", "--pending-spin-ms", "1",
+                        sock=os.path.join(tmp, "spin.sock")) as sock:
+        holder = subprocess.Popen([SLOT_HOLDER, sock, "1", "1"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        expect(holder.stdout.readline().split() == ["ready", str(holder.pid)], "holder ready")
+        wait_for("the arm", lambda: ctl_json(sock, "status")["pending"] == 1)
+        expect_parked_why(sock, "spin", "parked (pending slots stalled: polled on a timer)")
+        holder.stdin.close()
+        expect(holder.wait(timeout=10) == 0, "holder exits cleanly")
 
 
 def check_errors(tmp, sock):
@@ -91,6 +111,7 @@ def main():
             wait_for("the client to go", lambda: ctl_json(sock, "clients")["clients"] == [])
             expect(ctl_json(sock, "status")["slots"] == 0, "slots freed")
             check_errors(tmp, sock)
+        check_spin_mode(tmp)
     print("ctl: ok")
 
 
