@@ -110,7 +110,8 @@ def run_steps():
                     sys.exit(f"getting-started: `{cmd}` did not print {missing(expected, output)}:\n{output}")
             print(f"getting-started: ok: {cmd}")
         # Started by hand, the daemon speaks of the shell's limits, never
-        # of a unit's LimitNOFILE= (there is no unit).
+        # of a unit's LimitNOFILE= (there is no unit; ops/fd-limit makes the
+        # warning fire).
         for _, log in background:
             log.seek(0)
             if "LimitNOFILE" in log.read():
