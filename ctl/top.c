@@ -188,17 +188,37 @@ static size_t term_rows(void)
 	return 0;
 }
 
-/* Wait up to ms for a key; 1 when it was q (or stdin ended). */
-static int wait_key(int ms)
+/* Wait up to ms for a key; 1 when it was q or a signal asks to quit (no
+ * frame drawn after SIGTERM). Once stdin has ended (</dev/null,
+ * a closed pipe, a closed fd), poll would report it at once every time and
+ * top would redraw in a tight loop: from then on *ended is set and only the
+ * interval is waited (a signal still quits). */
+static int wait_key(int ms, int *ended)
 {
 	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+	uint64_t t0 = now_ns(), spent;
+	struct timespec rest;
+	ssize_t n;
 	char ch;
 
-	if (poll(&p, 1, ms) != 1)
-		return 0;
-	if (read(STDIN_FILENO, &ch, 1) != 1)
-		return 0; /* no input to read any more: go on until a signal */
-	return ch == 'q' || ch == 'Q';
+	if (!*ended) {
+		if (poll(&p, 1, ms) != 1)
+			return quit;
+		n = read(STDIN_FILENO, &ch, 1);
+		if (n == 1)
+			return ch == 'q' || ch == 'Q';
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			return quit;
+		*ended = 1;
+	}
+	spent = (now_ns() - t0) / 1000000u;
+	if (spent >= (uint64_t)ms)
+		return quit;
+	ms -= (int)spent;
+	rest.tv_sec = ms / 1000;
+	rest.tv_nsec = (long)(ms % 1000) * 1000000L;
+	nanosleep(&rest, NULL); /* EINTR: a signal, maybe SIGTERM */
+	return quit;
 }
 
 int top_run(const char *path, int once)
@@ -206,7 +226,7 @@ int top_run(const char *path, int once)
 	struct frame a = { 0 }, b = { 0 }, *prev = &a, *cur = &b, *t;
 	struct termios saved, raw;
 	int tty = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0;
-	int rc = take(path, prev);
+	int rc = take(path, prev), ended = 0;
 
 	if (rc)
 		return rc;
@@ -233,7 +253,7 @@ int top_run(const char *path, int once)
 	fputs("\033[H\033[2J", stdout);
 	draw(stdout, NULL, prev, term_rows());
 	fflush(stdout);
-	while (!quit && !wait_key(REFRESH_MS)) {
+	while (!quit && !wait_key(REFRESH_MS, &ended)) {
 		ctl_metrics_free(&cur->m);
 		if ((rc = take(path, cur)))
 			break;

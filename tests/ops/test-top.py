@@ -3,9 +3,12 @@
 """cuflagctl top in a real terminal (tmux, 80 x 24): it shows the daemon's
 header and a row per client (its pid, process name, slots, slots in flight
 and stuck), redraws, fits 80 columns, and quits on q; --once prints one
-frame. Exits 77 without tmux."""
+frame. With stdin at its end (</dev/null, a closed pipe) it redraws once a
+second as ever, using little CPU, and quits on SIGTERM. Exits 77 without
+tmux (after the stdin checks, which need none)."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +34,47 @@ def row_of(screen, pid):
     return None
 
 
+def cpu_s(pid):
+    """User and system time of a running process, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def check_stdin_ended(sock, stdin, what):
+    """top with nothing to read on stdin: a frame a second, not a tight
+    loop of daemon queries and redraws."""
+    with tempfile.TemporaryFile() as out:
+        top = subprocess.Popen([CUFLAGCTL, "--socket", sock, "top"], stdin=stdin, stdout=out)
+        time.sleep(1.5)
+        cpu = cpu_s(top.pid)
+        top.send_signal(signal.SIGTERM)
+        expect(top.wait(timeout=5) == 0, f"{what}: top quits on SIGTERM")
+        out.seek(0)
+        frames = out.read().count(b"\033[H\033[2J")
+    # One frame at the start and one a second: 2 in 1.5 s (3 at most on a
+    # slow machine); the tight loop drew thousands.
+    expect(1 <= frames <= 3, f"{what}: {frames} frames in 1.5 s")
+    expect(cpu < 0.3, f"{what}: {cpu:.2f} s of CPU in 1.5 s")
+    print(f"top: {what}: {frames} frames, {cpu:.2f} s CPU in 1.5 s")
+
+
+def check_stdin_eof(tmp):
+    with running_daemon(tmp, sock=os.path.join(tmp, "eof.sock")) as sock:
+        with open(os.devnull) as null:
+            check_stdin_ended(sock, null, "</dev/null")
+        r, w = os.pipe()
+        os.close(w)
+        check_stdin_ended(sock, r, "a closed pipe")
+        os.close(r)
+
+
 def main():
+    tmp = tempfile.mkdtemp(prefix="cuflag-top-")
+    try:
+        check_stdin_eof(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     if not TMUX:
         print("tmux not installed: skipped")
         return 77
