@@ -8,10 +8,12 @@ shows under it. So the README and the product cannot drift apart.
 In the README's block a line "$ COMMAND" is a step (sudo dropped: the test
 runs as root) and the lines up to the next step are what it prints: each
 must be found in the step's output, digits standing for any number and
-"..." for anything. A step ending in "&" is started in the background and
-its lines are awaited; it is stopped (SIGTERM) at the end; an "export"
-holds for the steps after it, as in one shell. The build steps
-(meson, ninja) are what meson test has just done: skipped.
+"..." for anything. A step run by "sudo -b" or ending in "&" is started in
+the background and its lines are awaited; it is stopped (SIGTERM) at the
+end; an "export" holds for the steps after it, as in one shell. The build
+steps (meson, ninja) are what meson test has just done: skipped; so is
+"newgrp" (every step runs as root); of "apt-get install", the packages it
+names must be installed here (the build just used them).
 
 It runs in a mount namespace of its own, with an empty /run and a copy of
 /etc, so that the daemon's socket directory and the groupadd/usermod of the
@@ -64,9 +66,27 @@ def pattern(line):
 
 
 def local(cmd):
-    """The step as this tree runs it: build/ is the build tree, as root."""
+    """The step as this tree runs it: build/ is the build tree, as root;
+    "sudo -b X" is "X &"."""
+    if cmd.startswith("sudo -b "):
+        cmd = cmd[len("sudo -b "):] + " &"
     cmd = re.sub(r"^sudo ", "", cmd)
     return re.sub(r"(?<![\w/.-])build/", BUILD_ROOT + "/", cmd)
+
+
+def check_installed(cmd):
+    """The packages an "apt-get install" step names are real: installed
+    here, where the build just used them."""
+    names = [a for a in shlex.split(cmd, comments=True)[3:] if not a.startswith("-")]
+    if not shutil.which("dpkg-query"):
+        print(f"getting-started: skipped (no dpkg here): {cmd}")
+        return
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${db:Status-Status} ${Package}\n", *names],
+                       capture_output=True, text=True)
+    installed = {ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("installed ")}
+    if not names or set(names) - installed:
+        sys.exit(f"getting-started: `{cmd}`: not installed here: "
+                 f"{sorted(set(names) - installed) or 'no package named'}")
 
 
 def missing(expected, output):
@@ -82,6 +102,13 @@ def run_steps():
         for cmd, expected in steps(os.path.join(SOURCE_ROOT, "README.md")):
             if re.match(r"(meson|ninja) ", cmd):
                 print(f"getting-started: skipped (the tree meson test built): {cmd}")
+                continue
+            if re.match(r"(newgrp|sg) ", cmd):
+                print(f"getting-started: skipped (the steps run as root): {cmd}")
+                continue
+            if cmd.startswith("sudo apt-get install "):
+                check_installed(cmd)
+                print(f"getting-started: ok (installed): {cmd}")
                 continue
             sh = local(cmd)
             if sh.startswith("export "):  # for the steps after it, as in one shell
