@@ -44,6 +44,7 @@
 #include <sys/epoll.h>
 
 #include "clock.h"
+#include "connect.h"
 #include "cu.h"
 #include "cuflag/cuflag.h"
 #include "cuflag/cuflag_cuda.h"
@@ -153,8 +154,10 @@ int main(int argc, char **argv)
 	consumed = (volatile uint32_t *)(ring + RING_SIZE);
 	dconsumed = dring + RING_SIZE * sizeof(*ring);
 
-	if ((rc = cuflag_connect(NULL, &c)) || (rc = cuflag_slot_acquire(c, &s))) {
-		fail("connect to cuflagd", -rc);
+	if (example_connect("device-ring", NULL, &c))
+		goto fail;
+	if ((rc = cuflag_slot_acquire(c, &s))) {
+		fail("cuflag_slot_acquire", -rc);
 		goto fail;
 	}
 	/* The current context is the device's primary one (gpu_dev_open). */

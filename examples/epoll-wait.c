@@ -17,6 +17,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "connect.h"
 #include "cuflag/cuflag.h"
 #include "sim-device.h"
 
@@ -70,9 +71,9 @@ int main(int argc, char **argv)
 	struct sim_device dev;
 	int rc, ep, status = 0;
 
-	rc = cuflag_connect(argc > 1 ? argv[1] : NULL, &c);
+	rc = example_connect("epoll-wait", argc > 1 ? argv[1] : NULL, &c);
 	if (rc)
-		return fail("connect", -rc);
+		return 1;
 	rc = cuflag_slots_acquire(c, NSLOTS, slots);
 	if (rc)
 		return fail("acquire", -rc);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "connect.h"
 #include "cuflag/cuflag.h"
 #include "sim-device.h"
 
@@ -144,9 +145,9 @@ int main(int argc, char **argv)
 	uv_loop_t *loop = uv_default_loop();
 	int rc;
 
-	rc = cuflag_connect(argc > 1 ? argv[1] : NULL, &c);
+	rc = example_connect("uv-wait", argc > 1 ? argv[1] : NULL, &c);
 	if (rc)
-		return fail("connect", -rc);
+		return 1;
 	rc = cuflag_slots_acquire(c, NSLOTS, slots);
 	if (rc)
 		return fail("acquire", -rc);
