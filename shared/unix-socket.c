@@ -45,8 +45,12 @@ const char *cuflag_unix_connect_hint(int err)
 	switch (err) {
 	case -EACCES:
 	case -EPERM:
+		/* The group is whatever the daemon's unit or --socket-group says
+		 * (a pod's may be any): name the packages' one only as such. */
 		return "not allowed to use the socket or to enter its directory: join the "
-		       "socket's group (cuflag: usermod -a -G cuflag $USER, then log in again)";
+		       "socket's group (ls -l on the socket or its directory shows it; cuflag, "
+		       "as the packages set it up: usermod -a -G cuflag $USER, then log in "
+		       "again)";
 	case -ENOENT:
 		return "no socket there: is cuflagd running (systemctl status cuflagd.socket)? "
 		       "Else set CUFLAG_SOCKET to the path it listens on";

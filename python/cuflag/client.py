@@ -89,8 +89,9 @@ class Client:
     Raises OSError on failure, naming the socket (``filename``) and saying
     what to do: FileNotFoundError or ConnectionRefusedError when no daemon
     listens there, PermissionError when the socket is not open to this user
-    (join the socket's group, ``cuflag``), OSError with errno ENOTSOCK when
-    the path names a directory or a file, not the socket,
+    (join the socket's group: ``cuflag`` as the packages set it up), OSError
+    with errno ENOTSOCK when the path names a directory or a file, not the
+    socket,
     TimeoutError when the daemon does not answer. FileNotFoundError naming
     the library when libcuflag-client cannot be loaded.
 

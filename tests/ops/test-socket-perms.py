@@ -65,6 +65,11 @@ def main():
             expect(r.returncode == 1 and "Permission denied" in r.stderr and
                    "join the socket's group" in r.stderr,
                    f"a stranger is refused with a hint: exit {r.returncode}: {r.stderr}")
+            # The socket's group here is not cuflag: the hint tells how to
+            # see it, and names cuflag only as the packages' group.
+            expect("ls -l on the socket" in r.stderr and
+                   "cuflag, as the packages set it up" in r.stderr,
+                   f"the hint does not take the group for cuflag: {r.stderr}")
             print(f"socket-perms: a stranger: {r.stderr.strip()}")
             r = as_user(STRANGER, [], demo, "--socket", sock, "--device", "sim")
             expect(r.returncode == 1 and "join the socket's group" in r.stderr,
