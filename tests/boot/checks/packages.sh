@@ -45,8 +45,10 @@ for page in man8/cuflagd.8 man1/cuflagctl.1 man1/cuflag-bench.1 man3/libcuflag-c
 	[ -e "/usr/share/man/$page.gz" ] || fail "man page $page not installed"
 done
 ok "man pages installed"
-expect "headers and pkg-config file" test -f /usr/include/cuflag/cuflag.h \
-	-a -f /usr/lib/x86_64-linux-gnu/pkgconfig/cuflag-client.pc
+expect "headers and pkg-config files" test -f /usr/include/cuflag/cuflag.h \
+	-a -f /usr/include/cuflag/cuflag_cuda.h \
+	-a -f /usr/lib/x86_64-linux-gnu/pkgconfig/cuflag-client.pc \
+	-a -f /usr/lib/x86_64-linux-gnu/pkgconfig/cuflag-client-cuda.pc
 
 # 3. An upgrade in the middle of a client's run keeps its completions: the
 # client has no restart code, the library resumes with the new daemon.
