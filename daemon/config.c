@@ -207,7 +207,9 @@ static int parse_other(struct cuflagd_config *cfg, int c, const char *arg)
 	case O_SOCKMODE: {
 		char *end;
 		unsigned long m = strtoul(arg, &end, 8);
-		if (!arg[0] || *end || m > 0777 || !(m & 0600)) {
+		/* The owner must both read and write it, as the message says:
+		 * a mode such as 0400 or 0260 is a slip, not a policy. */
+		if (!arg[0] || *end || m > 0777 || (m & 0600) != 0600) {
 			fprintf(stderr, "cuflagd: --socket-mode: '%s' is not an octal mode "
 				"(0600..0777, the owner reading and writing)\n", arg);
 			return -EINVAL;

@@ -5,7 +5,8 @@
 directory it makes for it, at every start; a member of the group connects,
 a user outside it is refused with a hint to join the group (from the
 library's cuflag_connect_hint(), as a program prints it). A socket path
-naming the directory is -ENOTSOCK, not "Connection refused".
+naming the directory is -ENOTSOCK, not "Connection refused". A mode the
+owner cannot both read and write is refused at the start (no root needed).
 
 Needs root (to take on the test's uids): exit 77 with one line otherwise."""
 import os
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-from opsutil import copies_for_users, ctl, expect, running_daemon
+from opsutil import CUFLAGD, copies_for_users, ctl, expect, running_daemon
 
 SLOT_HOLDER = os.environ["SLOT_HOLDER"]
 CUFLAG_DEMO = os.environ["CUFLAG_DEMO"]
@@ -42,7 +43,17 @@ def check_modes(run_dir, sock):
     print(f"socket-perms: socket root:{GROUP} 0660, directory root:{GROUP} 0750")
 
 
+def check_mode_parsing():
+    for mode in ("0400", "0200", "0460", "0000", "1660", "0800", "rw", ""):
+        r = subprocess.run([CUFLAGD, "--socket", "/nonexistent/s", "--socket-mode", mode],
+                           capture_output=True, text=True, timeout=10)
+        expect(r.returncode == 2 and "--socket-mode" in r.stderr,
+               f"--socket-mode {mode!r} refused: exit {r.returncode}: {r.stderr}")
+    print("socket-perms: --socket-mode refuses modes the owner cannot read and write")
+
+
 def main():
+    check_mode_parsing()
     if os.geteuid() != 0:
         print("socket-perms: skipped: not root")
         sys.exit(77)
