@@ -30,6 +30,7 @@ _PROTOTYPES = {
     "cuflag_slot_flag": (ctypes.c_void_p, [slot_p]),
     "cuflag_slot_id": (ctypes.c_int, [slot_p]),
     "cuflag_slot_arm": (ctypes.c_int, [slot_p, ctypes.POINTER(ctypes.c_uint32)]),
+    "cuflag_slot_complete": (ctypes.c_int, [slot_p, ctypes.c_uint32]),
     "cuflag_slot_wait": (ctypes.c_int, [slot_p, ctypes.c_uint32, ctypes.c_int]),
     "cuflag_slot_wait_spin": (ctypes.c_int, [slot_p, ctypes.c_uint32, ctypes.c_uint, ctypes.c_int]),
     "cuflag_slot_consume": (ctypes.c_int, [slot_p, ctypes.POINTER(ctypes.c_uint64)]),

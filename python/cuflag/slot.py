@@ -116,11 +116,27 @@ class Slot:
         It is one aligned 32-bit store, which the CPU makes visible in
         program order, as the device's posted write is. ``value`` is an int
         in 0..2**32-1 (TypeError, ValueError otherwise): a negative one is
-        no timeline value.
+        no timeline value. Any such value is stored, armed or not, as a
+        device's write would be; complete() refuses the ones never armed.
         """
         value = _lib.u32("value", value)
         self._handle()
         self._flag.value = value
+
+    def complete(self, value):
+        """Complete the work armed as ``value`` from the CPU, as the C
+        library's cuflag_slot_complete() does: store it into the flag with
+        release order (what this thread wrote before is visible to whoever
+        sees the flag move). For completers on the host: a thread pool,
+        tests.
+
+        ``value`` is an int in 0..2**32-1 (TypeError, ValueError
+        otherwise). A value this slot never reserved (see wait() for which
+        are) raises OSError with errno EINVAL and leaves the flag alone, as
+        in C.
+        """
+        value = _lib.u32("value", value)
+        _lib.check(_lib.lib().cuflag_slot_complete(self._handle(), value))
 
     def arm(self):
         """Reserve the slot's next timeline value, publish the arm to the

@@ -46,11 +46,13 @@ class ErrorTest(DaemonTestCase):
                 self.assertIn("target must be an int", str(e.exception))
                 with self.assertRaises(TypeError):
                     slot.reached(bad)
-                with self.assertRaises(TypeError):
-                    slot.store(bad)
+                for store in (slot.store, slot.complete):
+                    with self.assertRaises(TypeError):
+                        store(bad)
             for bad in (-1, 2**32):
-                with self.assertRaises(ValueError):
-                    slot.store(bad)
+                for store in (slot.store, slot.complete):
+                    with self.assertRaises(ValueError):
+                        store(bad)
                 with self.assertRaises(ValueError):
                     slot.wait(bad)
             self.assertEqual(slot.flag, target - 1)  # nothing was stored
@@ -124,6 +126,35 @@ class ErrorTest(DaemonTestCase):
             target = again.arm()
             self.assertEqual(target, start + 1)
             self.assertFalse(again.reached(target))
+
+    def test_complete(self):
+        """complete() is C's cuflag_slot_complete(): an armed value lands
+        and is waited for; one never reserved is EINVAL and the flag stays
+        where it was, where store() would have written it."""
+        with self.client.acquire() as slot:
+            start = slot.flag
+            for never in (start + 1, (start - 1) & 0xFFFFFFFF, start + 2**20):
+                with self.assertRaises(OSError) as e:
+                    slot.complete(never)
+                self.assertEqual(e.exception.errno, errno.EINVAL)
+                self.assertEqual(slot.flag, start, "the flag is left alone")
+            first = slot.arm()
+            second = slot.arm()
+            with self.assertRaises(OSError) as e:
+                slot.complete(second + 1)
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+            slot.complete(second)
+            self.assertEqual(slot.flag, second)
+            slot.wait(second, timeout=2)
+            self.assertTrue(slot.reached(first))
+            deadline = time.monotonic() + 2
+            counted = 0
+            while counted < 2 and time.monotonic() < deadline:
+                counted += slot.consume()
+                time.sleep(0.01)
+            self.assertEqual(counted, 2, "both armed values counted")
+        with self.assertRaises(ValueError):
+            slot.complete(second)  # released
 
     def test_slot_limit(self):
         with self.assertRaises(OSError) as e:
