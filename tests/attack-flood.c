@@ -100,34 +100,20 @@ static void hello_main(void *arg)
 }
 
 /* Another user asks CLIENTS (no HELLO needed): whose clients does it see? */
+static void count_others(const struct cuflag_msg_client_info *ci, void *arg)
+{
+	struct flood_ctl *fc = arg;
+
+	if (ci->uid != getuid())
+		atomic_fetch_add(&fc->others_seen, 1);
+}
+
 static void clients_main(void *arg)
 {
 	struct flood_ctl *fc = arg;
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_msg_hdr h;
-	int sock = daemon_connect_raw(), fds[1];
-	unsigned nfds;
 
-	CHECK(sock >= 0);
-	cuflag_hdr_init(&h, CUFLAG_MSG_CLIENTS, sizeof(h), 1, 0, 0);
-	CHECK(cuflag_send_msg(sock, &h, sizeof(h), NULL, 0, 0) == 0);
-	for (;;) {
-		struct cuflag_msg_client_info ci;
-		ssize_t n = cuflag_recv_msg(sock, buf, sizeof(buf), fds, 0, &nfds, 0);
-		if (n <= 0)
-			break;
-		memcpy(&h, buf, sizeof(h));
-		if (h.status < 0 || (size_t)n < sizeof(h) + sizeof(ci))
-			break;
-		memcpy(&ci, buf + sizeof(h), sizeof(ci));
-		if (!ci.client_id) {
-			atomic_store(&fc->answered, 1);
-			break;
-		}
-		if (ci.uid != getuid())
-			atomic_fetch_add(&fc->others_seen, 1);
-	}
-	close(sock);
+	if (clients_each(count_others, fc) == 0)
+		atomic_store(&fc->answered, 1);
 }
 
 void attack_flood(void)

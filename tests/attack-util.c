@@ -229,6 +229,40 @@ int hello_status(void)
 	return rc;
 }
 
+int clients_each(void (*fn)(const struct cuflag_msg_client_info *ci, void *arg), void *arg)
+{
+	uint8_t buf[CUFLAG_MSG_MAX];
+	struct cuflag_msg_hdr h;
+	int sock = daemon_connect_raw(), fds[1], rc = -EPIPE;
+	unsigned nfds;
+
+	if (sock < 0)
+		return sock;
+	cuflag_hdr_init(&h, CUFLAG_MSG_CLIENTS, sizeof(h), 1, 0, 0);
+	if (cuflag_send_msg(sock, &h, sizeof(h), NULL, 0, 0) == 0)
+		for (;;) {
+			struct cuflag_msg_client_info ci;
+			ssize_t n = cuflag_recv_msg(sock, buf, sizeof(buf), fds, 0, &nfds, 0);
+			if (n < (ssize_t)sizeof(h))
+				break;
+			memcpy(&h, buf, sizeof(h));
+			if (h.status < 0) {
+				rc = h.status;
+				break;
+			}
+			if ((size_t)n < sizeof(h) + sizeof(ci))
+				break;
+			memcpy(&ci, buf + sizeof(h), sizeof(ci));
+			if (!ci.client_id) {
+				rc = 0;
+				break;
+			}
+			fn(&ci, arg);
+		}
+	close(sock);
+	return rc;
+}
+
 int wait_flag(_Atomic int *flag, int want, int ms)
 {
 	uint64_t end = cuflag_now_ns() + (uint64_t)ms * 1000000u;

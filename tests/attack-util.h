@@ -77,6 +77,13 @@ struct cuflag_msg_hello_reply;
 int hello_raw(int sock, struct cuflag_msg_hello_reply *hr);
 /* Whether the daemon has hung up on sock (EOF readable), waiting up to ms. */
 int hung_up(int sock, int timeout_ms);
+/* CLIENTS on a fresh connection, as this process's user (root sees every
+ * client): fn(ci, arg) for each client listed. 0, or -errno when the list
+ * did not come to its end. (CLIENTS, unlike METRICS, has the daemon walk no
+ * /proc/self/fd: the dentries that walk leaves, some 900 bytes an fd, stay
+ * charged to the daemon's cgroup after the fds are closed.) */
+struct cuflag_msg_client_info;
+int clients_each(void (*fn)(const struct cuflag_msg_client_info *ci, void *arg), void *arg);
 /* cuflag_connect()'s result for a fresh client of this process's uid (the
  * client is released at once). */
 int hello_status(void);

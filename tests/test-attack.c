@@ -44,6 +44,7 @@ static const struct {
 	{ "many-fds", attack_many_fds, no_args },
 	{ "flood", attack_flood, no_args },
 	{ "cheap-writes", attack_cheap_writes, no_args },
+	{ "cheap-writes-users", attack_cheap_writes_users, no_args },
 	{ "blocking", attack_blocking, many_sessions },
 	{ "kept-memfds", attack_kept_memfds, no_args },
 	{ "region-twice", attack_region_twice, no_args },
