@@ -11,9 +11,9 @@
  *     a fifth user's first client still gets in (each used to hold a quarter
  *     of --max-clients, locking every new user out with -EUSERS);
  *   log-flood: four processes of one user churn connections, each sending
- *     20 refused ATTACHes, and resuming ATTACHes left without ADOPT; the
- *     lines naming the user stay at its 20 a second, and one line says how
- *     many were held back.
+ *     20 refused ATTACHes, then a resuming ATTACH left without ADOPT; the
+ *     lines naming the user stay at its 20 warnings and 20 other lines a
+ *     second, and a line for each says how many were held back.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +22,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "attack-raw.h"
 #include "attacks.h"
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
@@ -37,7 +38,7 @@ struct users_ctl {
 	_Atomic int clients, groups, grouped, bind_refused, bind_other, own, first_err;
 	_Atomic int holding, release, newcomer_rc, joined;
 	_Atomic int hold[4], hold_err[4];
-	_Atomic int rounds, refusals;
+	_Atomic int rounds, refusals, resumes;
 };
 
 static cuflag_client *mix_c[MIX_CLIENTS];
@@ -233,30 +234,33 @@ void attack_four_users(void)
 /* ---- log flood ---- */
 
 /* 20 ATTACHes whose wake fd is a pipe (refused, the client stays) on one
- * connection; then a resuming ATTACH left without its ADOPT. */
+ * connection; then, on it, a resuming ATTACH of a region of its own
+ * ("resumed", "took over"), left without its ADOPT: it hangs up. */
 static void churn_once(struct users_ctl *uc)
 {
 	struct {
 		struct cuflag_msg_hdr h;
 		struct cuflag_msg_attach b;
 	} attach = { .b = { 0 } };
-	int p[2], sock = daemon_connect_raw(), st, fds[2];
+	struct raw_sess r;
+	int p[2], st, fds[2];
 
-	if (sock < 0)
+	if (raw_open(&r))
 		return;
 	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	fds[0] = fds[1] = p[0];
 	cuflag_hdr_init(&attach.h, CUFLAG_MSG_ATTACH, sizeof(attach), 2, 0, 2);
-	if (hello_raw(sock, NULL) == 0)
-		for (int i = 0; i < 20; i++) {
-			if (send_with_fds(sock, &attach, sizeof(attach), fds, 2) ||
-			    recv_reply(sock, &st, 5000) <= 0)
-				break;
-			atomic_fetch_add(&uc->refusals, st < 0);
-		}
+	for (int i = 0; i < 20; i++) {
+		if (send_with_fds(r.sock, &attach, sizeof(attach), fds, 2) ||
+		    recv_reply(r.sock, &st, 5000) <= 0)
+			break;
+		atomic_fetch_add(&uc->refusals, st < 0);
+	}
 	close(p[0]);
 	close(p[1]);
-	close(sock);
+	st = raw_attach(&r, r.l.nslots, 1);
+	atomic_fetch_add(st ? &uc->refusals : &uc->resumes, 1);
+	raw_close(&r);
 	atomic_fetch_add(&uc->rounds, 1);
 }
 
@@ -275,10 +279,11 @@ void attack_log_flood(void)
 	struct window w;
 	pid_t pid[4];
 	uint64_t t0;
-	int lines, told;
+	int lines, others, warned, told_warn, told_other, limit;
 	double s;
 
-	window_open(&w, "4 processes of one user churn connections, 20 refused ATTACHes each");
+	window_open(&w, "4 processes of one user churn connections, 20 refused ATTACHes and a "
+			"resume left without ADOPT each");
 	t0 = cuflag_now_ns();
 	for (int k = 0; k < 4; k++)
 		pid[k] = spawn_user(UID_ATTACKER, 19, flood_main, uc);
@@ -287,19 +292,33 @@ void attack_log_flood(void)
 			fail("%s: a flooding process did not finish", w.name);
 	s = (double)(cuflag_now_ns() - t0) / 1e9;
 	usleep(1300000); /* the line that says what was held back comes after its second */
-	lines = window_log_count(&w, "uid=60001", NULL);
-	told = window_log_count(&w, "lines suppressed for uid 60001", NULL);
+	/* The two budgets apart: warnings (the refusals), and the rest
+	 * ("resumed" and "took over" of the resumes). */
+	lines = window_log_count(&w, "uid=60001:", NULL);
+	others = window_log_count(&w, "uid=60001:", "<5>") + window_log_count(&w, "uid=60001:", "<6>");
+	warned = lines - others;
+	told_warn = window_log_count(&w, "lines suppressed for uid 60001 (warning", NULL);
+	told_other = window_log_count(&w, "lines suppressed for uid 60001 (notice", NULL);
+	/* 20 a second each, the seconds begun, and the one before. */
+	limit = 20 * ((int)s + 2);
 	snprintf(w.outcome, sizeof(w.outcome),
-		 "%d connections, %d refusals in %.1f s; %d lines name the user, %d say how many "
-		 "were held back",
-		 atomic_load(&uc->rounds), atomic_load(&uc->refusals), s, lines, told);
+		 "%d connections, %d refusals, %d resumes without ADOPT in %.1f s; lines naming "
+		 "the user: %d warnings, %d others; %d + %d say how many were held back",
+		 atomic_load(&uc->rounds), atomic_load(&uc->refusals), atomic_load(&uc->resumes),
+		 s, warned, others, told_warn, told_other);
 	if (atomic_load(&uc->refusals) < 1000)
 		fail("%s: only %d refusals: not a flood", w.name, atomic_load(&uc->refusals));
-	/* 20 a second, the seconds begun, and the one before. */
-	if (lines > 20 * ((int)s + 2))
-		fail("%s: %d lines name the user in %.1f s (its limit: 20 a second)", w.name, lines,
-		     s);
-	if (!told)
-		fail("%s: no line says how many of the user's lines were held back", w.name);
+	/* Two lines each: more than twice what the other budget lets through. */
+	if (2 * atomic_load(&uc->resumes) <= 2 * limit)
+		fail("%s: only %d resumes: not a flood", w.name, atomic_load(&uc->resumes));
+	if (warned > limit)
+		fail("%s: %d warnings name the user in %.1f s (its limit: 20 a second)", w.name,
+		     warned, s);
+	if (others > limit)
+		fail("%s: %d other lines name the user in %.1f s (its limit: 20 a second)", w.name,
+		     others, s);
+	if (!told_warn || !told_other)
+		fail("%s: no line says how many of the user's %s lines were held back", w.name,
+		     !told_warn ? "warning" : "other");
 	window_close(&w);
 }
