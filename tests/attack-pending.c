@@ -8,7 +8,9 @@
  * - arms: every slot armed through the queue (arm-flood);
  * - ADOPT: resuming ATTACHes whose region says every slot is armed far
  *   ahead, every slot adopted (adopt-flood); one session first hangs up
- *   half adopted, its slots waiting for room;
+ *   half adopted, its slots waiting for room; and the same with every
+ *   group's eventfd in 300 epolls of the attacker's (adopt-flood-watched),
+ *   so that each ring of a group costs the pass a wake-up per watcher;
  * - FREE: every slot armed and completed, its flag wound back, then freed,
  *   so that it retires only once the flag comes back (free-rewind).
  *
@@ -18,8 +20,12 @@
  * ring. The scanner's CPU while the slots are held is shown: each pass looks
  * at the user's share, no more (test-pending checks that it does not spin on
  * arms it cannot take). The attacker harms only itself, so it need not be
- * dropped.
+ * dropped; with watchers its group rings may cost enough for the write
+ * budget to drop its sessions, whose completions are then not counted (the
+ * live ones' still are).
  */
+#include <poll.h>
+#include <sys/epoll.h>
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,11 +36,14 @@
 #define SESSIONS 64
 #define AHEAD 1000u
 #define LIMIT 16384u
+#define WATCHERS 300 /* adopt-flood-watched: epolls watching every group */
 
 enum mode { ARMS, ADOPT, FREE };
 
 struct pctl {
 	enum mode mode;
+	int watchers; /* epolls each watching every group's eventfd */
+	_Atomic int watches, dropped;
 	_Atomic int holding, release, done, sessions, slots, users_refused;
 	_Atomic int err, err_step, inexact, queued;
 	_Atomic int reclaimed; /* FREE: slots allocated again once retired */
@@ -111,12 +120,22 @@ static void note_rings(struct sess *s)
 		s->ring0[g] = raw_ring(&s->r, g)->tail;
 }
 
+/* Whether the daemon has hung up on the session (dropped it). */
+static int gone(const struct sess *s)
+{
+	struct pollfd p = { .fd = s->r.sock, .events = POLLRDHUP };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
+/* Every slot of a session the daemon still serves signalled to its target. */
 static int all_signalled(void *arg)
 {
 	struct pctl *pc = arg;
 
 	for (int k = 0; k < atomic_load(&pc->sessions); k++)
-		for (uint32_t i = 0; sess[k].r.map && i < sess[k].r.l.nslots; i++)
+		for (uint32_t i = 0; sess[k].r.map && !gone(&sess[k]) && i < sess[k].r.l.nslots;
+		     i++)
 			if (sess[k].r.states[i].signalled != sess[k].target[i])
 				return 0;
 	return 1;
@@ -242,10 +261,31 @@ static void free_release(struct pctl *pc)
 	}
 }
 
+/* Every group's eventfd of the n sessions in pc->watchers epolls (kept
+ * open in eps). */
+static void watch_groups(struct pctl *pc, int n, int *eps)
+{
+	for (int e = 0; e < pc->watchers; e++) {
+		if ((eps[e] = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+			failed(pc, 8, -errno);
+			return;
+		}
+		for (int k = 0; k < n; k++)
+			for (uint32_t g = 0; g < sess[k].r.l.ngroups && g < RAW_GROUPS_MAX; g++) {
+				struct epoll_event ev = { .events = EPOLLIN };
+				if (epoll_ctl(eps[e], EPOLL_CTL_ADD, sess[k].r.group_efd[g], &ev)) {
+					failed(pc, 8, -errno);
+					return;
+				}
+				atomic_fetch_add(&pc->watches, 1);
+			}
+	}
+}
+
 static void attacker_main(void *arg)
 {
 	struct pctl *pc = arg;
-	int n = 0, rc = 0, queued = 0;
+	int n = 0, rc = 0, queued = 0, eps[WATCHERS];
 
 	raise_nofile();
 	for (; n < SESSIONS; n++) {
@@ -281,6 +321,10 @@ static void attacker_main(void *arg)
 		else
 			rewind_and_free(pc);
 	}
+	for (int e = 0; e < WATCHERS; e++)
+		eps[e] = -1;
+	if (pc->watchers && !atomic_load(&pc->err))
+		watch_groups(pc, atomic_load(&pc->sessions), eps);
 	for (int k = 0; k < n; k++)
 		queued += (int)raw_queued(&sess[k].r);
 	atomic_store(&pc->queued, queued);
@@ -303,17 +347,25 @@ static void attacker_main(void *arg)
 	attack_mark("flags landed");
 	if (!atomic_load(&pc->err) && !wait_until(all_signalled, pc, 20000))
 		failed(pc, 7, -ETIMEDOUT);
-	for (int k = 0; k < atomic_load(&pc->sessions); k++)
-		if (sess[k].r.map)
+	for (int k = 0; k < atomic_load(&pc->sessions); k++) {
+		if (sess[k].r.map && gone(&sess[k]))
+			atomic_fetch_add(&pc->dropped, 1);
+		else if (sess[k].r.map)
 			atomic_fetch_add(&pc->inexact, count_inexact(&sess[k]));
+	}
 	attack_mark("every completion checked");
+	/* The watchers first: the attacker's own process takes them down. */
+	for (int e = 0; e < WATCHERS; e++)
+		if (eps[e] >= 0)
+			close(eps[e]);
+	attack_mark("watchers closed");
 	for (int k = 0; k < SESSIONS; k++)
 		if (sess[k].r.map)
 			raw_close(&sess[k].r);
 	atomic_store(&pc->done, 1);
 }
 
-static void run(enum mode mode, const char *name)
+static void run(enum mode mode, int watchers, const char *name)
 {
 	static const char *const what[] = { "armed", "adopted", "freed" };
 	struct pctl *pc = shm_alloc(sizeof(*pc));
@@ -323,6 +375,7 @@ static void run(enum mode mode, const char *name)
 	pid_t pid;
 
 	pc->mode = mode;
+	pc->watchers = watchers;
 	window_open(&w, name);
 	pending_watch_start(&pw, UID_ATTACKER);
 	pid = spawn_user(UID_ATTACKER, 19, attacker_main, pc);
@@ -354,6 +407,12 @@ static void run(enum mode mode, const char *name)
 		size_t len = strlen(w.outcome);
 		snprintf(w.outcome + len, sizeof(w.outcome) - len, "; one hung up half adopted");
 	}
+	if (watchers) {
+		size_t len = strlen(w.outcome);
+		snprintf(w.outcome + len, sizeof(w.outcome) - len,
+			 "; groups in %d epolls (%d watches), %d sessions dropped", watchers,
+			 atomic_load(&pc->watches), atomic_load(&pc->dropped));
+	}
 	if (mode == FREE) {
 		size_t len = strlen(w.outcome);
 		snprintf(w.outcome + len, sizeof(w.outcome) - len,
@@ -369,6 +428,9 @@ static void run(enum mode mode, const char *name)
 	if ((uint32_t)atomic_load(&pc->slots) <= LIMIT || held_pending < LIMIT)
 		fail("%s: the attack did not fill the user's share (%d slots, %u pending)", w.name,
 		     atomic_load(&pc->slots), held_pending);
+	if (atomic_load(&pc->dropped) && !window_log_count(&w, "uid=60001", "dropped"))
+		fail("%s: %d sessions dropped, and no log line names the attacker and its drop",
+		     w.name, atomic_load(&pc->dropped));
 	if (atomic_load(&pc->inexact))
 		fail("%s: %d completions not counted exactly", w.name, atomic_load(&pc->inexact));
 	if (!atomic_load(&pc->done))
@@ -380,15 +442,21 @@ static void run(enum mode mode, const char *name)
 
 void attack_arm_flood(void)
 {
-	run(ARMS, "64 sessions of one user arm all their 65536 grouped slots, never landing");
+	run(ARMS, 0, "64 sessions of one user arm all their 65536 grouped slots, never landing");
 }
 
 void attack_adopt_flood(void)
 {
-	run(ADOPT, "64 resuming ATTACHes say all 65536 slots are armed ahead; all ADOPTed");
+	run(ADOPT, 0, "64 resuming ATTACHes say all 65536 slots are armed ahead; all ADOPTed");
+}
+
+void attack_adopt_flood_watched(void)
+{
+	run(ADOPT, WATCHERS,
+	    "64 resuming ATTACHes, all 65536 slots ADOPTed armed ahead, every group in 300 epolls");
 }
 
 void attack_free_rewind(void)
 {
-	run(FREE, "65536 slots completed, flags wound back, all freed");
+	run(FREE, 0, "65536 slots completed, flags wound back, all freed");
 }

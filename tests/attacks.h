@@ -25,6 +25,7 @@ void attack_four_users(void);
 void attack_log_flood(void);
 void attack_arm_flood(void);
 void attack_adopt_flood(void);
+void attack_adopt_flood_watched(void);
 void attack_free_rewind(void);
 
 /* The attacker's rounds: connect, misbehave until dropped, again, until its

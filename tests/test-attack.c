@@ -55,6 +55,7 @@ static const struct {
 	{ "log-flood", attack_log_flood, no_args },
 	{ "arm-flood", attack_arm_flood, pending_limit },
 	{ "adopt-flood", attack_adopt_flood, pending_limit },
+	{ "adopt-flood-watched", attack_adopt_flood_watched, pending_limit },
 	{ "free-rewind", attack_free_rewind, pending_limit },
 };
 
