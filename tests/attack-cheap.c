@@ -11,7 +11,9 @@
  * - cheap-writes-users: three users, each with as many slots as its quota
  *   allows (--max-slots-per-uid), each slot its own eventfd with no watcher
  *   (a write of about 1 us): three floods in every pass, each of which alone
- *   used to come before the next user's writes.
+ *   used to come before the next user's writes;
+ * - cheap-writes-16k: one user the same way, with the quota an operator may
+ *   give it (--max-slots-per-uid 16384, what the unit's LimitNOFILE allows).
  *
  * The pass is shared between users (fair-share.h): the victim's wake must
  * not wait behind the floods, and the attackers, alike in what they do, must
@@ -32,7 +34,8 @@
 #include "cuflag/cuflag.h"
 
 #define SLOTS 1024 /* per connection: the daemon's default */
-#define CONNS_MAX 8 /* enough for a quota of the default size */
+/* Connections enough for --max-slots-per-uid 16384, and one to be refused. */
+#define CONNS_MAX 17
 /* 200 epolls make a write cost 10-20 us here (600 make it 200 us: not
  * cheap any more, and the write budget drops the writer). */
 #define EPOLLS 200
@@ -200,7 +203,8 @@ void attack_cheap_writes(void)
 	window_close(&w);
 }
 
-void attack_cheap_writes_users(void)
+/* users users, each with its quota of slots, one eventfd a slot, unwatched. */
+static void cheap_quota(int users, const char *name)
 {
 	struct cheap *ch = shm_alloc(sizeof(*ch));
 	struct window w;
@@ -208,12 +212,11 @@ void attack_cheap_writes_users(void)
 	size_t len;
 
 	ch->conns = CONNS_MAX;
-	window_open(&w, "many cheap writes a pass from 3 users, each its quota of slots, +1 "
-			"each ms");
-	run(&w, ch, USERS_MAX, writes);
+	window_open(&w, name);
+	run(&w, ch, users, writes);
 	dropped = daemon_dropped() - w.dropped0;
 	snprintf(w.outcome, sizeof(w.outcome), "slots");
-	for (int k = 0; k < USERS_MAX; k++) {
+	for (int k = 0; k < users; k++) {
 		len = strlen(w.outcome);
 		snprintf(w.outcome + len, sizeof(w.outcome) - len, "%s%d", k ? ", " : " ",
 			 atomic_load(&ch->u[k].slots));
@@ -223,7 +226,7 @@ void attack_cheap_writes_users(void)
 	len = strlen(w.outcome);
 	snprintf(w.outcome + len, sizeof(w.outcome) - len, " (then %s); writes in %.1f s",
 		 strerror(-atomic_load(&ch->u[0].err)), (RUN_MS - 2 * SHARE_SKIP_MS) / 1e3);
-	for (int k = 0; k < USERS_MAX; k++) {
+	for (int k = 0; k < users; k++) {
 		len = strlen(w.outcome);
 		snprintf(w.outcome + len, sizeof(w.outcome) - len, "%s%llu", k ? ", " : " ",
 			 (unsigned long long)writes[k]);
@@ -231,7 +234,7 @@ void attack_cheap_writes_users(void)
 	len = strlen(w.outcome);
 	snprintf(w.outcome + len, sizeof(w.outcome) - len, " (least/most %.2f); dropped %llu",
 		 most ? (double)least / (double)most : 0.0, (unsigned long long)dropped);
-	for (int k = 0; k < USERS_MAX; k++) {
+	for (int k = 0; k < users; k++) {
 		if (atomic_load(&ch->u[k].err) != -EDQUOT)
 			fail("%s: attacker %d stopped taking slots at %d, not at its quota (-EDQUOT)",
 			     w.name, k, atomic_load(&ch->u[k].err));
@@ -245,4 +248,15 @@ void attack_cheap_writes_users(void)
 		fail("%s: %llu clients of cheap writers were dropped", w.name,
 		     (unsigned long long)dropped);
 	window_close(&w);
+}
+
+void attack_cheap_writes_users(void)
+{
+	cheap_quota(USERS_MAX, "many cheap writes a pass from 3 users, each its quota of slots, +1 "
+			       "each ms");
+}
+
+void attack_cheap_writes_16k(void)
+{
+	cheap_quota(1, "many cheap writes a pass: one user's 16384 slots (its quota), +1 each ms");
 }

@@ -15,6 +15,7 @@ void attack_many_fds(void);
 void attack_flood(void);
 void attack_cheap_writes(void);
 void attack_cheap_writes_users(void);
+void attack_cheap_writes_16k(void);
 void attack_blocking(void);
 void attack_kept_memfds(void);
 void attack_region_twice(void);

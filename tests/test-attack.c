@@ -23,6 +23,10 @@ static const char *const no_args[] = { NULL };
 static const char *const many_sessions[] = { "--max-clients", "512", "--max-clients-per-uid",
 					     "256", NULL };
 
+/* A user's quota of daemon fds raised to what the unit's LimitNOFILE allows
+ * one user. */
+static const char *const slots_16k[] = { "--max-slots-per-uid", "16384", NULL };
+
 /* The pending attacks count against this limit (the default, said here so
  * that the test does not lean on it). */
 /* As where the container runtime refuses userfaultfd. */
@@ -45,6 +49,7 @@ static const struct {
 	{ "flood", attack_flood, no_args },
 	{ "cheap-writes", attack_cheap_writes, no_args },
 	{ "cheap-writes-users", attack_cheap_writes_users, no_args },
+	{ "cheap-writes-16k", attack_cheap_writes_16k, slots_16k },
 	{ "blocking", attack_blocking, many_sessions },
 	{ "kept-memfds", attack_kept_memfds, no_args },
 	{ "region-twice", attack_region_twice, no_args },
