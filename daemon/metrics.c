@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "latency-hist.h"
@@ -107,9 +108,17 @@ void metrics_on_cooldown(struct server *srv, const struct session *s)
 
 static uint32_t fds_open(void)
 {
-	DIR *d = opendir("/proc/self/fd");
+	struct stat st;
+	DIR *d;
 	uint32_t n = 0;
 
+	/* Since Linux 6.2 the directory's size is its count of fds: no entry
+	 * of it is looked up. Reading it instead leaves a cached entry per fd
+	 * charged to the daemon's memory cgroup (about 900 bytes each, after
+	 * the fd is closed: 13.7 MB for 15 000 fds, until reclaimed). */
+	if (stat("/proc/self/fd", &st) == 0 && st.st_size > 0)
+		return (uint32_t)st.st_size;
+	d = opendir("/proc/self/fd");
 	if (!d)
 		return 0;
 	for (struct dirent *e; (e = readdir(d));)
