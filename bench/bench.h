@@ -17,7 +17,7 @@ int bench_gpu_worker(int argc, char **argv);
 
 /* idle.c: fill idle_pct with the daemon's CPU while P clients x S slots sit idle. */
 void bench_idle_cpu(const struct bench_opts *o, struct bench_report *r,
-		    const struct bench_daemon *d);
+		    const struct daemon_proc *d);
 
 /* paced.c: the scanner-cost rows (cpu mode), against a daemon of each
  * --scanner-mode spawned for them; 0 or -1. */

@@ -84,7 +84,7 @@ static int latency(const struct bench_opts *o, struct bench_report *r, const cha
 }
 
 static void throughput(const struct bench_opts *o, struct bench_report *r,
-		       const struct bench_daemon *d)
+		       const struct daemon_proc *d)
 {
 	struct bench_tput *t = bench_tput_add(r, "cuflagd");
 	double cpu_ms = bench_cpu_tput(o, t, d);
@@ -98,7 +98,7 @@ static void throughput(const struct bench_opts *o, struct bench_report *r,
 
 int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 {
-	struct bench_daemon d;
+	struct daemon_proc d;
 	int failed = 0;
 
 	/* Before the daemon exists: it inherits the raised RLIMIT_NOFILE. */
@@ -110,7 +110,7 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 	r->cpu_section = 1;
 	if (!o->json)
 		fprintf(stderr, "cuflag-bench: cuflagd pid %d on %s%s\n", (int)d.pid, d.sock,
-			d.spawned ? "" : " (not ours)");
+			d.dir[0] ? "" : " (not ours)");
 	if (latency(o, r, d.sock))
 		failed = 1;
 	throughput(o, r, &d);

@@ -373,7 +373,7 @@ static void run_memop(struct devsig *x)
 
 /* 1 M values from one kernel thread, counted exactly through the eventfd. */
 static void run_burst(struct devsig *x, struct bench_report *r, cuflag_client *c,
-		      const struct bench_daemon *d)
+		      const struct daemon_proc *d)
 {
 	struct bench_tput *t = bench_tput_add(r, "devsig-1M");
 	cuflag_slot *s = NULL;
@@ -488,7 +488,7 @@ static void targets(struct devsig *x, struct bench_report *r, int quiet)
 }
 
 int gpu_devsig(const struct bench_opts *o, struct bench_report *r, struct gpu_dev *dev,
-	       const struct bench_daemon *d)
+	       const struct daemon_proc *d)
 {
 	static struct devsig x;
 	char log[4096] = "";

@@ -380,7 +380,7 @@ static void spawn_worker(unsigned i, int ready_fd, int go_fd, int result_fd, voi
 }
 
 static void run_mech(const struct bench_opts *o, struct bench_report *r,
-		     const struct bench_daemon *d, int mech, int kernels)
+		     const struct daemon_proc *d, int mech, int kernels)
 {
 	int armed = mech >= T_ARMED;
 	struct bench_tput *t =
@@ -412,7 +412,7 @@ static void run_mech(const struct bench_opts *o, struct bench_report *r,
 }
 
 void gpu_throughput(const struct bench_opts *o, struct bench_report *r,
-		    const struct bench_daemon *d)
+		    const struct daemon_proc *d)
 {
 	for (int kernels = 1; kernels >= 0; kernels--)
 		for (int m = 0; m < T_ARMED; m++)

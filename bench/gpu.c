@@ -458,7 +458,7 @@ static int gpu_latency(const struct bench_opts *o, struct bench_report *r, struc
 int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 {
 	static struct gpu_lat L;
-	struct bench_daemon d;
+	struct daemon_proc d;
 	int rc, failed = 0, ver = 0;
 
 	rc = gpu_load();

@@ -9,7 +9,7 @@
 
 /* Daemon CPU while P clients hold S slots each and arm nothing. */
 void bench_idle_cpu(const struct bench_opts *o, struct bench_report *r,
-		     const struct bench_daemon *d)
+		     const struct daemon_proc *d)
 {
 	cuflag_client **c = calloc(o->clients, sizeof(*c));
 	cuflag_slot **s = calloc((size_t)o->clients * o->slots, sizeof(*s));

@@ -218,7 +218,7 @@ static void paced_breakdown(struct bench_paced *out, const struct cuflag_msg_sta
 	out->timer_late_us = (double)b->timer_late_ns / 1e3;
 }
 
-static void paced_one(const struct bench_daemon *d, const struct paced_load *l,
+static void paced_one(const struct daemon_proc *d, const struct paced_load *l,
 		      struct bench_lat *row, struct bench_paced *out)
 {
 	struct paced_run p = { .load = l, .row = row, .n = PACED_RUN_NS / (1000000000ull / l->rate) };
@@ -236,7 +236,7 @@ static void paced_one(const struct bench_daemon *d, const struct paced_load *l,
 		bench_lat_fail(row, "%s", res.why);
 		goto out;
 	}
-	have_st = bench_daemon_stats(d, &st0) == 0;
+	have_st = daemon_proc_stats(d, &st0) == 0;
 	cpu0 = bench_daemon_cpu_ms(d);
 	p.start = cuflag_now_ns() + 1000000;
 	rc = pthread_create(&dev, NULL, paced_device, &p);
@@ -248,7 +248,7 @@ static void paced_one(const struct bench_daemon *d, const struct paced_load *l,
 	t_end = cuflag_now_ns();
 	pthread_join(dev, NULL);
 	cpu1 = bench_daemon_cpu_ms(d);
-	if (have_st && bench_daemon_stats(d, &st1) == 0 && p.n)
+	if (have_st && daemon_proc_stats(d, &st1) == 0 && p.n)
 		paced_breakdown(out, &st0, &st1, p.n);
 	if (p.rc || rc) {
 		bench_lat_fail(row, "%s: %s (%llu of %llu counted)", p.rc ? "arm" : "count",
@@ -274,7 +274,7 @@ int bench_paced_run(const struct bench_opts *o, struct bench_report *r)
 	int failed = 0;
 
 	for (int m = 0; m < 2; m++) {
-		struct bench_daemon d;
+		struct daemon_proc d;
 		int up = o->socket ? -1 : bench_daemon_start_mode(&d, o, paced_modes[m]);
 
 		for (int k = 0; k < BENCH_PACED_RATES; k++) {

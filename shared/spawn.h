@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Starting a cuflagd of one's own and waiting until it serves (the
- * integration tests, cuflag-bench): never a fixed sleep, always a connection
- * that succeeds. Not linked into the daemon or the client library.
+ * Starting a cuflagd of one's own and waiting until it serves: never a
+ * fixed sleep, always a connection that succeeds. The process side of the
+ * daemon under test (tests/daemon-proc.c), which the tests and cuflag-bench
+ * use. Not linked into the daemon or the client library.
  */
 #ifndef CUFLAG_SPAWN_H
 #define CUFLAG_SPAWN_H

@@ -219,7 +219,7 @@ uint64_t scanner_cpu_ns(uint64_t *passes)
 {
 	struct cuflag_msg_stats_reply st;
 
-	if (stats_now(&st))
+	if (daemon_proc_stats(&attack_daemon, &st))
 		return 0;
 	*passes = st.passes;
 	return st.scanner_cpu_ns;

@@ -1003,33 +1003,10 @@ static struct {
 	struct daemon_mem mem;
 } base;
 
-int stats_now(struct cuflag_msg_stats_reply *st)
-{
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_msg_hdr h;
-	const char *why;
-	int fd = daemon_connect_raw(), fds[1];
-	unsigned nfds;
-	ssize_t n;
-
-	if (fd < 0)
-		return fd;
-	cuflag_hdr_init(&h, CUFLAG_MSG_STATS, sizeof(h), 1, 0, 0);
-	n = cuflag_send_msg(fd, &h, sizeof(h), NULL, 0, 0);
-	if (n == 0)
-		n = cuflag_recv_msg(fd, buf, sizeof(buf), fds, 0, &nfds, 0);
-	close(fd);
-	if (n <= 0)
-		return n ? (int)n : -ECONNRESET;
-	CHECK(cuflag_reply_check(buf, (size_t)n, nfds, CUFLAG_MSG_STATS, 1, &why) == 0);
-	memcpy(st, buf + sizeof(h), sizeof(*st));
-	return 0;
-}
-
 uint64_t daemon_dropped(void)
 {
 	struct cuflag_msg_stats_reply st;
-	int rc = stats_now(&st);
+	int rc = daemon_proc_stats(&attack_daemon, &st);
 
 	if (rc) {
 		fail("STATS not answered within 5 s: %s", strerror(-rc));
@@ -1051,7 +1028,7 @@ double daemon_term(int limit_ms)
 
 	if (daemon_gone)
 		return 0;
-	st = cuflag_daemon_stop(attack_daemon.pid, limit_ms);
+	st = daemon_proc_stop(&attack_daemon, limit_ms);
 	ms = (double)(cuflag_now_ns() - t0) / 1e6;
 	daemon_gone = 1;
 	CHECK(st >= 0);
@@ -1095,8 +1072,8 @@ static void bystander_init(void *arg)
 
 void bench_start(const char *const *daemon_args)
 {
-	char dir[64] = "/tmp/cuflag-attack-XXXXXX", sock[100], usec[32];
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char usec[32];
 
 	if (geteuid() != 0) {
 		printf("SKIP: the attack suite needs root (it runs each party as a user of its "
@@ -1105,12 +1082,12 @@ void bench_start(const char *const *daemon_args)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IONBF, 0);
-	CHECK(mkdtemp(dir) != NULL);
-	CHECK(chmod(dir, 0711) == 0); /* the users reach the socket, list nothing */
-	snprintf(sock, sizeof(sock), "%s/cuflagd.sock", dir);
+	CHECK(daemon_proc_dir(&attack_daemon, "cuflag-attack") == 0);
+	/* The users reach the socket, list nothing. */
+	CHECK(chmod(attack_daemon.dir, 0711) == 0);
 
 	/* Our own service manager's end: the daemon's READY and WATCHDOG=1. */
-	snprintf(wd.path, sizeof(wd.path), "%s/notify", dir);
+	snprintf(wd.path, sizeof(wd.path), "%s/notify", attack_daemon.dir);
 	wd.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	CHECK(wd.fd >= 0);
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", wd.path);
@@ -1122,7 +1099,7 @@ void bench_start(const char *const *daemon_args)
 	unsetenv("WATCHDOG_PID");
 
 	cgroup_enter();
-	daemon_start_at(&attack_daemon, dir, sock, 1, daemon_args);
+	daemon_start_in(&attack_daemon, 1, daemon_args);
 	cgroup_leave();
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");
@@ -1195,8 +1172,7 @@ int bench_finish(void)
 	pthread_join(wd.thread, NULL);
 	close(wd.fd);
 	unlink(wd.path);
-	unlink(attack_daemon.sock);
-	rmdir(attack_daemon.dir);
+	daemon_proc_remove(&attack_daemon);
 	if (cg.dir[0])
 		for (int i = 0; i < 100 && rmdir(cg.dir) < 0; i++)
 			usleep(10000);

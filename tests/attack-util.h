@@ -158,10 +158,6 @@ void daemon_mem(struct daemon_mem *m);
  * cgroup of its own: -ENOENT). */
 int daemon_mem_limit(long mb);
 
-/* STATS on a fresh connection as root: 0, or -errno when it was not
- * answered within 5 s. */
-struct cuflag_msg_stats_reply;
-int stats_now(struct cuflag_msg_stats_reply *st);
 /* Clients the daemon dropped so far (STATS; a failed check and 0 when it
  * does not answer). */
 uint64_t daemon_dropped(void);

@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "call.h"
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
 #include "fd-util.h"
@@ -29,14 +28,10 @@ uint64_t consume_blocking(struct cuflag_slot *s)
 	return n;
 }
 
-static void start_in(struct daemon_proc *d, int capture_log, const char *const *extra_args);
-
 void daemon_start(struct daemon_proc *d, int capture_log, const char *const *extra_args)
 {
-	snprintf(d->dir, sizeof(d->dir), "/tmp/cuflag-test-XXXXXX");
-	CHECK(mkdtemp(d->dir) != NULL);
-	snprintf(d->sock, sizeof(d->sock), "%s/cuflagd.sock", d->dir);
-	start_in(d, capture_log, extra_args);
+	CHECK(daemon_proc_dir(d, "cuflag-test") == 0);
+	daemon_start_in(d, capture_log, extra_args);
 }
 
 void daemon_start_at(struct daemon_proc *d, const char *dir, const char *sock, int capture_log,
@@ -44,40 +39,20 @@ void daemon_start_at(struct daemon_proc *d, const char *dir, const char *sock, i
 {
 	snprintf(d->dir, sizeof(d->dir), "%s", dir);
 	snprintf(d->sock, sizeof(d->sock), "%s", sock);
-	start_in(d, capture_log, extra_args);
+	daemon_start_in(d, capture_log, extra_args);
 }
 
-static void start_in(struct daemon_proc *d, int capture_log, const char *const *extra_args)
+void daemon_start_in(struct daemon_proc *d, int capture_log, const char *const *extra_args)
 {
-	const char *bin = getenv("CUFLAGD");
-	const char *argv[64];
-	int n = 0, st = 0, rc, pfd[2] = { -1, -1 };
+	int st = 0, rc = daemon_proc_start(d, NULL, extra_args, capture_log, &st);
 
-	if (!bin)
-		bin = "cuflagd";
-	argv[n++] = bin;
-	argv[n++] = "--socket";
-	argv[n++] = d->sock;
-	for (int i = 0; extra_args && extra_args[i] && n < 62; i++)
-		argv[n++] = extra_args[i];
-	argv[n] = NULL;
-	d->log_fd = -1;
-	if (capture_log)
-		CHECK(pipe2(pfd, O_CLOEXEC) == 0);
-	/* Ready when it accepts a connection; fail fast if it died. */
-	rc = cuflag_daemon_spawn(argv, d->sock, pfd[1], 10000, &d->pid, &st);
-	if (capture_log) {
-		close(pfd[1]);
-		d->log_fd = pfd[0];
-		fcntl(d->log_fd, F_SETFL, O_NONBLOCK);
-	}
 	CHECK_MSG(rc != -ECHILD, "cuflagd exited before it was ready (status %d)", st);
 	CHECK_MSG(rc == 0, "cuflagd did not become ready: %s", strerror(-rc));
 }
 
 int daemon_stop_keep_dir(struct daemon_proc *d)
 {
-	int st = cuflag_daemon_stop(d->pid, -1);
+	int st = daemon_proc_stop(d, -1);
 
 	CHECK(st >= 0);
 	d->log_fd = safe_close(d->log_fd);
@@ -88,8 +63,7 @@ int daemon_stop(struct daemon_proc *d)
 {
 	int code = daemon_stop_keep_dir(d);
 
-	unlink(d->sock);
-	rmdir(d->dir);
+	daemon_proc_remove(d);
 	return code;
 }
 
@@ -141,17 +115,9 @@ int wait_until(int (*pred)(void *), void *arg, int timeout_ms)
 	return 1;
 }
 
-
 void daemon_stats(const struct daemon_proc *d, struct cuflag_msg_stats_reply *out)
 {
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_call call = { .type = CUFLAG_MSG_STATS, .id = 1, .reply = buf };
-	int fd = cuflag_unix_connect(d->sock, 0);
-
-	CHECK(fd >= 0);
-	CHECK_RC(cuflag_call(fd, &call));
-	memcpy(out, cuflag_call_body(&call), sizeof(*out));
-	close(fd);
+	CHECK_RC(daemon_proc_stats(d, out));
 }
 
 int daemon_region_maps(const struct daemon_proc *d)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Integration test harness: start the real cuflagd (path from $CUFLAGD, set by
- * meson) on a private socket, wait until it accepts a connection (never a
- * fixed sleep), and stop it. The daemon dies with the test (PDEATHSIG).
+ * Integration test harness: the daemon under test (daemon-proc.h: the real
+ * cuflagd, path from $CUFLAGD, set by meson) started, stopped and asked for
+ * STATS the tests' way, aborting with a message on any error; and what the
+ * tests ask of it besides (its fds, its maps, its CPU, its log).
  */
 #ifndef CUFLAG_TEST_HARNESS_H
 #define CUFLAG_TEST_HARNESS_H
@@ -13,21 +14,19 @@
 #include <sys/types.h>
 
 #include "clock.h"
+#include "daemon-proc.h"
 #include "spawn.h"
 #include "test-check.h"
 
-struct daemon_proc {
-	pid_t pid;
-	char dir[64];
-	char sock[100];
-	int log_fd; /* read end of the daemon's stderr, or -1 */
-};
-
 /*
- * Start cuflagd with extra arguments (NULL-terminated list) and wait for it.
- * Its stderr goes to a pipe if capture_log, else to ours. Aborts on failure.
+ * Start cuflagd with extra arguments (NULL-terminated list) in a private
+ * directory of its own and wait for it. Its stderr goes to a pipe if
+ * capture_log, else to ours. Aborts on failure.
  */
 void daemon_start(struct daemon_proc *d, int capture_log, const char *const *extra_args);
+/* The same on d->sock as the caller prepared it (daemon_proc_dir(), then
+ * whatever the test needs in the directory before the daemon runs). */
+void daemon_start_in(struct daemon_proc *d, int capture_log, const char *const *extra_args);
 /* SIGTERM, wait; returns the exit status (or 128+signal). */
 int daemon_stop(struct daemon_proc *d);
 /* Open fds of the daemon process (from /proc/PID/fd). */
@@ -63,7 +62,7 @@ int daemon_user_metrics(const char *sock, uid_t uid, uint32_t *pending, uint32_t
 			uint32_t *slots);
 
 struct cuflag_msg_stats_reply;
-/* Ask the daemon for its counters on a fresh connection (no HELLO needed). */
+/* Ask the daemon for its counters (daemon_proc_stats()); aborts if it does not answer. */
 void daemon_stats(const struct daemon_proc *d, struct cuflag_msg_stats_reply *out);
 /* Mappings of client regions the daemon holds (lines in /proc/PID/maps). */
 int daemon_region_maps(const struct daemon_proc *d);

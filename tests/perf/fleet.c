@@ -60,7 +60,7 @@ void bench_worker_fail(struct bench_worker_result *res, int rc, const char *what
 		 rc ? strerror(-rc) : "");
 }
 
-double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsigned P,
+double bench_fleet_run(struct bench_tput *t, const struct daemon_proc *d, unsigned P,
 		       bench_worker_fn fn, void *arg, uint64_t expect, unsigned ready_s,
 		       unsigned run_s)
 {

@@ -21,7 +21,7 @@
 static int one_round(const struct bench_opts *o, struct bench_lat *lat, struct bench_tput *t,
 		     int off, unsigned samples)
 {
-	struct bench_daemon d;
+	struct daemon_proc d;
 	struct bench_tput run;
 	cuflag_client *c = NULL;
 	cuflag_slot *s = NULL;

@@ -152,7 +152,7 @@ int main(int argc, char **argv)
 {
 	static struct bench_report r;
 	struct bench_opts o;
-	struct bench_daemon d;
+	struct daemon_proc d;
 	int rc = bench_program_start(&r, &o, argc, argv,
 				     "What cuflag_slot_arm() costs with the scanner awake: arms per "
 				     "second on\none thread and on 8 threads with a slot each.\n",

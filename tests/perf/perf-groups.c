@@ -196,7 +196,7 @@ static void armed_tput_worker(unsigned i, int ready_fd, int go_fd, int result_fd
 }
 
 static void armed_tput(const struct bench_opts *o, struct bench_report *r,
-		       const struct bench_daemon *d, int group)
+		       const struct daemon_proc *d, int group)
 {
 	struct bench_tput *t = bench_tput_add(r, group ? "cuflagd-group-10000" : "cuflagd-10000");
 	/* As many completions per process as the other throughput row, in rounds. */
@@ -263,7 +263,7 @@ int main(int argc, char **argv)
 {
 	static struct bench_report r;
 	struct bench_opts o;
-	struct bench_daemon d;
+	struct daemon_proc d;
 	int failed, rc;
 
 	rc = bench_program_start(&r, &o, argc, argv,

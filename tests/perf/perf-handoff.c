@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 	static struct bench_report r;
 	struct bench_mech m[M_COUNT];
 	struct bench_opts o;
-	struct bench_daemon d;
+	struct daemon_proc d;
 	struct bench_storer st;
 	cuflag_client *c = NULL;
 	cuflag_slot *s = NULL;

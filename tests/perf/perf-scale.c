@@ -29,7 +29,7 @@ int main(int argc, char **argv)
 {
 	static struct bench_report r;
 	struct bench_opts o;
-	struct bench_daemon d;
+	struct daemon_proc d;
 	int failed, rc;
 
 	rc = bench_program_start(&r, &o, argc, argv,

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "clock.h"
+#include "daemon-proc.h"
 #include "fd-util.h"
 #include "report.h"
 
@@ -85,8 +86,6 @@ int bench_parse_uint(const char *opt, const char *s, unsigned long long min,
 #define BENCH_MAX_CLIENTS 256
 #define BENCH_SCALE_MAX_CLIENTS (BENCH_MAX_CLIENTS - 16)
 
-struct bench_daemon;
-
 /* What a throughput worker process reports. */
 struct bench_worker_result {
 	int rc;
@@ -103,7 +102,7 @@ struct bench_worker_result {
  * time over the run in ms, or < 0 (not readable, or the run failed).
  */
 typedef void (*bench_worker_fn)(unsigned i, int ready_fd, int go_fd, int result_fd, void *arg);
-double bench_fleet_run(struct bench_tput *t, const struct bench_daemon *d, unsigned P,
+double bench_fleet_run(struct bench_tput *t, const struct daemon_proc *d, unsigned P,
 		       bench_worker_fn fn, void *arg, uint64_t expect, unsigned ready_s,
 		       unsigned run_s);
 
@@ -126,25 +125,17 @@ static inline uint64_t bench_rand(uint64_t *s)
 /* rows.c: sleep ns, resumed after signals. */
 void bench_sleep_ns(uint64_t ns);
 
-/* daemon.c: a cuflagd of our own, or the one at --socket. */
-struct bench_daemon {
-	pid_t pid;        /* ours, or the peer's from SO_PEERCRED; 0 if unknown */
-	int spawned;
-	char dir[64];
-	char sock[108];
-};
-int bench_daemon_start(struct bench_daemon *d, const struct bench_opts *o);
+/* daemon.c: a cuflagd of our own (d->dir set), or the one at --socket (d->dir
+ * "", d->pid the peer's from SO_PEERCRED, 0 if unknown). */
+int bench_daemon_start(struct daemon_proc *d, const struct bench_opts *o);
 /* The same with --scanner-mode mode (NULL: none given). */
-int bench_daemon_start_mode(struct bench_daemon *d, const struct bench_opts *o, const char *mode);
+int bench_daemon_start_mode(struct daemon_proc *d, const struct bench_opts *o, const char *mode);
 /* The same with one more argument (NULL: none). */
-int bench_daemon_start_with(struct bench_daemon *d, const struct bench_opts *o, const char *mode,
+int bench_daemon_start_with(struct daemon_proc *d, const struct bench_opts *o, const char *mode,
 			    const char *extra);
-void bench_daemon_stop(struct bench_daemon *d);
+void bench_daemon_stop(struct daemon_proc *d);
 /* CPU time of the daemon so far (tests/proc-cpu.c), in ms; < 0 if unreadable. */
-double bench_daemon_cpu_ms(const struct bench_daemon *d);
-/* The daemon's STATS into out; a negative errno where it did not answer. */
-struct cuflag_msg_stats_reply;
-int bench_daemon_stats(const struct bench_daemon *d, struct cuflag_msg_stats_reply *out);
+double bench_daemon_cpu_ms(const struct daemon_proc *d);
 /* $CUFLAGD, else cuflagd next to self (or in the build tree), else on PATH. */
 const char *bench_find_daemon(const char *self);
 
@@ -152,7 +143,7 @@ const char *bench_find_daemon(const char *self);
  * arms and stores at once, at most 8 in flight a slot, every count exact.
  * Into t; the daemon's CPU time over it in ms, < 0 if unreadable. */
 double bench_cpu_tput(const struct bench_opts *o, struct bench_tput *t,
-		      const struct bench_daemon *d);
+		      const struct daemon_proc *d);
 /* A worker's connection, n slots and an epoll set over their eventfds
  * (data.u32 indexes s); the epoll fd, or -1 with res filled (*c is set even
  * then, for the caller to disconnect). */
@@ -190,7 +181,7 @@ int bench_group_count(struct cuflag_group *g, uint64_t want, int timeout_ms,
  * s->ratio of s->row to scale-1x1, for the caller to add. */
 void bench_scale_plan(const struct bench_opts *o, struct bench_scale *s);
 int bench_scale_run(const struct bench_opts *o, struct bench_report *r,
-		    const struct bench_daemon *d);
+		    const struct daemon_proc *d);
 /* --scale-clients P into o; 0, or 2 for bad usage. */
 int bench_scale_clients_opt(struct bench_opts *o, const char *arg);
 /* metrics-cost.c: metrics on against off (cuflagd --no-metrics), daemons of

@@ -98,14 +98,14 @@ void bench_scale_plan(const struct bench_opts *o, struct bench_scale *s)
 }
 
 /* How many descriptors the daemon holds; < 0 when /proc does not say. */
-static long daemon_fds(const struct bench_daemon *d)
+static long daemon_fds(const struct daemon_proc *d)
 {
 	return d->pid > 0 ? cuflag_fd_count(d->pid) : -1;
 }
 
 /* Wait (at most 10 s) until the daemon has closed what the fleet held: the
  * measuring after the fleet must not overlap the daemon's teardown. */
-static void wait_daemon_fds(const struct bench_daemon *d, long base)
+static void wait_daemon_fds(const struct daemon_proc *d, long base)
 {
 	uint64_t end = cuflag_now_ns() + 10000000000ull;
 	long n = -1;
@@ -275,7 +275,7 @@ static void armed_worker(unsigned i, int ready_fd, int go_fd, int result_fd, voi
 	_exit(write(result_fd, &res, sizeof(res)) == sizeof(res) ? 0 : 1);
 }
 
-static int armed_run(struct bench_scale *s, const struct bench_daemon *d)
+static int armed_run(struct bench_scale *s, const struct daemon_proc *d)
 {
 	struct bench_tput t = { .name = "armed" };
 	struct armed_args a = { d->sock, s->armed_per_proc };
@@ -308,7 +308,7 @@ static int armed_run(struct bench_scale *s, const struct bench_daemon *d)
 #define SCALE_BLOCKS 8
 
 int bench_scale_run(const struct bench_opts *o, struct bench_report *r,
-		    const struct bench_daemon *d)
+		    const struct daemon_proc *d)
 {
 	struct bench_scale *s = &r->scale;
 	struct bench_lat *row[2] = { bench_lat_add(r, "scale-1x1", o->iterations),

@@ -175,7 +175,7 @@ static void tput_worker(unsigned i, int ready_fd, int go_fd, int result_fd, void
 }
 
 double bench_cpu_tput(const struct bench_opts *o, struct bench_tput *t,
-		      const struct bench_daemon *d)
+		      const struct daemon_proc *d)
 {
 	struct tput_args a = { d->sock, o->slots, o->completions };
 	uint64_t expect = o->completions * o->clients;
