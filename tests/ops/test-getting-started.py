@@ -115,7 +115,9 @@ def run_steps():
                 env.update(a.split("=", 1) for a in shlex.split(sh)[1:])
             elif sh.endswith("&"):
                 log = tempfile.TemporaryFile("w+")
-                p = subprocess.Popen(["sh", "-c", sh[:-1]], cwd=SOURCE_ROOT, env=env,
+                # exec: the process stopped at the end is the step's own
+                # (a shell in between would leave it running, orphaned).
+                p = subprocess.Popen(["sh", "-c", "exec " + sh[:-1]], cwd=SOURCE_ROOT, env=env,
                                      stdout=log, stderr=subprocess.STDOUT, text=True)
                 background.append((p, log))
                 end = time.monotonic() + 10
