@@ -82,7 +82,7 @@ static int run_metrics(struct ctl_conn *c)
 
 static int run_clients(struct ctl_conn *c, int json)
 {
-	struct cuflag_msg_client_info *v = NULL;
+	struct ctl_client *v = NULL;
 	size_t n = 0;
 	int rc = ctl_clients(c, &v, &n);
 

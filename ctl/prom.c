@@ -49,17 +49,20 @@ static void header(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* A label value, escaped as the format says (backslash, quote, newline). */
+/* A label value of at most max bytes, escaped as the format says (backslash,
+ * quote, newline). The daemon sends printable ASCII; any other byte (from a
+ * daemon that did not) is written '_', so the exposition stays valid UTF-8. */
 static void label(FILE *f, const char *sep, const char *key, const char *v, size_t max)
 {
 	fprintf(f, "%s%s=\"", sep, key);
 	for (size_t i = 0; i < max && v[i]; i++) {
-		if (v[i] == '\\' || v[i] == '"')
-			fputc('\\', f);
-		if (v[i] == '\n')
+		unsigned char c = (unsigned char)v[i];
+		if (c == '\\' || c == '"')
+			fprintf(f, "\\%c", c);
+		else if (c == '\n')
 			fputs("\\n", f);
 		else
-			fputc(v[i], f);
+			fputc(c < 0x20 || c > 0x7e ? '_' : c, f);
 	}
 	fputc('"', f);
 }
@@ -122,7 +125,10 @@ static const struct pfield client_fields[] = {
 
 #define NF(a) (sizeof(a) / sizeof((a)[0]))
 
-static void client_labels(FILE *f, const struct cuflag_metrics_client *c, const char *le)
+/* A client's labels: who it is, on every series of its; with info, also its
+ * cgroup (cuflag_client_info alone carries it). */
+static void client_labels(FILE *f, const struct cuflag_metrics_client *c, const char *le,
+			  int info)
 {
 	fprintf(f, "{client=\"%" PRIu32 "\",pid=\"%" PRId32 "\",uid=\"%" PRIu32 "\"", c->client_id,
 		c->pid, c->uid);
@@ -133,6 +139,8 @@ static void client_labels(FILE *f, const struct cuflag_metrics_client *c, const 
 		label(f, ",", "pod_uid", c->pod, sizeof(c->pod));
 	if (c->container[0])
 		label(f, ",", "container_id", c->container, sizeof(c->container));
+	if (info && c->cgroup[0])
+		label(f, ",", "cgroup", c->cgroup, sizeof(c->cgroup));
 	if (le)
 		fprintf(f, ",le=\"%s\"", le);
 	fputc('}', f);
@@ -158,15 +166,33 @@ static void histograms(FILE *f, const struct ctl_metrics *m)
 			else
 				snprintf(le, sizeof(le), "+Inf");
 			fputs("cuflag_completion_seconds_bucket", f);
-			client_labels(f, c, le);
+			client_labels(f, c, le, 0);
 			fprintf(f, " %" PRIu64 "\n", cum);
 		}
 		fputs("cuflag_completion_seconds_sum", f);
-		client_labels(f, c, NULL);
+		client_labels(f, c, NULL, 0);
 		fprintf(f, " %.9g\n", (double)c->sum_ns / 1e9);
 		fputs("cuflag_completion_seconds_count", f);
-		client_labels(f, c, NULL);
+		client_labels(f, c, NULL, 0);
 		fprintf(f, " %" PRIu64 "\n", cum);
+	}
+}
+
+/*
+ * One series of value 1 per client with every label of who it is, its cgroup
+ * path too: node_exporter's node_uname_info and kube-state-metrics'
+ * kube_pod_info do the same, so that text too long or too rarely wanted to
+ * repeat on every series (a cgroup path is up to 127 bytes, times the
+ * histogram's 24 series per client) is had by a join on (instance, client).
+ */
+static void client_info(FILE *f, const struct ctl_metrics *m)
+{
+	header(f, "cuflag_client_info", "gauge",
+	       "Who the client is, its cgroup among the labels; always 1.");
+	for (size_t i = 0; i < m->nclients; i++) {
+		fputs("cuflag_client_info", f);
+		client_labels(f, &m->clients[i], NULL, 1);
+		fputs(" 1\n", f);
 	}
 }
 
@@ -241,11 +267,12 @@ void prom_write(FILE *f, const struct ctl_metrics *m)
 	}
 	scanner_times(f, &m->daemon);
 	users(f, m);
+	client_info(f, m);
 	for (size_t k = 0; k < NF(client_fields); k++) {
 		header(f, client_fields[k].name, client_fields[k].type, client_fields[k].help);
 		for (size_t i = 0; i < m->nclients; i++) {
 			fputs(client_fields[k].name, f);
-			client_labels(f, &m->clients[i], NULL);
+			client_labels(f, &m->clients[i], NULL, 0);
 			value(f, &m->clients[i], &client_fields[k]);
 		}
 	}

@@ -3,7 +3,8 @@
  * What METRICS says, in the Prometheus text exposition format (version
  * 0.0.4), after node_exporter's conventions: base units (seconds), counters
  * ending in _total, identity in labels (client, pid, uid, comm, and unit, pod
- * and container where known), never values in labels.
+ * and container where known), never values in labels; the cgroup path only
+ * on cuflag_client_info (an _info series of value 1, to join on).
  */
 #ifndef CUFLAGCTL_PROM_H
 #define CUFLAGCTL_PROM_H

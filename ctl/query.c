@@ -235,9 +235,76 @@ int ctl_stuck(struct ctl_conn *c, struct cuflag_msg_stuck_slot **list, size_t *n
 	return rc;
 }
 
-int ctl_clients(struct ctl_conn *c, struct cuflag_msg_client_info **list, size_t *n)
+/* The daemon's text of at most n bytes into dst (n + 1 bytes): cut at n, and
+ * anything but printable ASCII made '?' (what the daemon sends already is). */
+static void copy_text(char *dst, const char *src, size_t n)
 {
-	struct cuflag_msg_client_info end;
+	size_t i;
 
-	return ctl_list(c, CUFLAG_MSG_CLIENTS, sizeof(end), (void **)list, n, &end);
+	for (i = 0; i < n && src[i]; i++)
+		dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+	dst[i] = 0;
+}
+
+static void ident_of(struct ctl_ident *w, const struct cuflag_metrics_client *r)
+{
+	copy_text(w->comm, r->comm, sizeof(r->comm));
+	copy_text(w->unit, r->unit, sizeof(r->unit));
+	copy_text(w->cgroup, r->cgroup, sizeof(r->cgroup));
+	copy_text(w->pod, r->pod, sizeof(r->pod));
+	copy_text(w->container, r->container, sizeof(r->container));
+}
+
+static int by_id(const void *a, const void *b)
+{
+	uint32_t x = ((const struct cuflag_metrics_client *)a)->client_id;
+	uint32_t y = ((const struct cuflag_metrics_client *)b)->client_id;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Fill in who each of the n clients is from METRICS, best effort. Ids are
+ * never reused while a daemon runs; the pid must match too. */
+static void name_clients(struct ctl_conn *c, struct ctl_client *v, size_t n)
+{
+	struct ctl_metrics m;
+
+	if (!n)
+		return;
+	if (ctl_metrics(c, &m)) {
+		c->why[0] = 0; /* no error of the command's */
+		return;
+	}
+	qsort(m.clients, m.nclients, sizeof(*m.clients), by_id);
+	for (size_t i = 0; i < n; i++) {
+		struct cuflag_metrics_client key = { .client_id = v[i].info.client_id };
+		const struct cuflag_metrics_client *r =
+			bsearch(&key, m.clients, m.nclients, sizeof(*m.clients), by_id);
+		if (r && r->pid == v[i].info.pid)
+			ident_of(&v[i].who, r);
+	}
+	ctl_metrics_free(&m);
+}
+
+int ctl_clients(struct ctl_conn *c, struct ctl_client **list, size_t *n)
+{
+	struct cuflag_msg_client_info end, *info = NULL;
+	struct ctl_client *v;
+	size_t len = 0;
+	int rc = ctl_list(c, CUFLAG_MSG_CLIENTS, sizeof(end), (void **)&info, &len, &end);
+
+	if (rc)
+		return rc;
+	v = calloc(len ? len : 1, sizeof(*v));
+	if (!v) {
+		free(info);
+		return fail(c, -ENOMEM, "the clients");
+	}
+	for (size_t i = 0; i < len; i++)
+		v[i].info = info[i];
+	free(info);
+	name_clients(c, v, len);
+	*list = v;
+	*n = len;
+	return 0;
 }

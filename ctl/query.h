@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cuflagctl's side of the wire: connect to cuflagd and ask it the admin
- * queries (STATS, CLIENTS). These need no HELLO: they take no region.
+ * queries (STATS, CLIENTS, METRICS, STUCK). These need no HELLO: they take no
+ * region.
  */
 #ifndef CUFLAGCTL_QUERY_H
 #define CUFLAGCTL_QUERY_H
@@ -32,11 +33,30 @@ void ctl_close(struct ctl_conn *c);
  */
 int ctl_stats(struct ctl_conn *c, struct cuflag_msg_stats_reply *out);
 
+/* Who a client is, as its METRICS record says: each text NUL-terminated,
+ * printable ASCII, "" where the daemon does not know it. */
+struct ctl_ident {
+	char comm[CUFLAG_COMM_MAX + 1];
+	char unit[CUFLAG_UNIT_MAX + 1];
+	char cgroup[CUFLAG_CGROUP_MAX + 1];
+	char pod[CUFLAG_POD_MAX + 1];
+	char container[CUFLAG_CONTAINER_MAX + 1];
+};
+
+/* One row of cuflagctl clients: what CLIENTS says, and who the client is. */
+struct ctl_client {
+	struct cuflag_msg_client_info info;
+	struct ctl_ident who;
+};
+
 /*
  * Every client holding a region; *list is malloc'ed (free it), *n entries.
- * Errors as ctl_stats(), and -ENOMEM.
+ * Who each is comes from METRICS, asked after CLIENTS on the same
+ * connection: a client gone in between, or a daemon that does not answer
+ * METRICS (older ones), leaves it "" and is no error. Errors as ctl_stats()
+ * (of CLIENTS), and -ENOMEM.
  */
-int ctl_clients(struct ctl_conn *c, struct cuflag_msg_client_info **list, size_t *n);
+int ctl_clients(struct ctl_conn *c, struct ctl_client **list, size_t *n);
 
 /* What METRICS says, every page of it (ctl_metrics). */
 struct ctl_metrics {

@@ -24,7 +24,12 @@ enum kind {
 	K_STR16,   /* a NUL-terminated text of at most 16 bytes */
 	K_NS,      /* a duration in ns: a number in JSON, "12.345 s" for people */
 	K_MODE,    /* the scanner mode, by name */
+	K_TEXT,    /* a NUL-terminated text cuflagctl made (query.h): "-" for people when
+		    * empty, and no member in JSON (the daemon does not know it) */
 };
+
+/* Room for any value as text: the longest is a cgroup path. */
+#define VALUE_MAX (CUFLAG_CGROUP_MAX + 64)
 
 struct field {
 	const char *key;   /* JSON member name */
@@ -71,9 +76,11 @@ static const struct field stats_fields[] = {
 #undef S
 
 #define C(key, label, kind, brief)                                                         \
-	{ #key, label, offsetof(struct cuflag_msg_client_info, key), kind, brief }
+	{ #key, label, offsetof(struct ctl_client, info.key), kind, brief }
+#define W(key, name, label, brief)                                                         \
+	{ name, label, offsetof(struct ctl_client, who.key), K_TEXT, brief }
 static const struct field client_fields[] = {
-	{ "id", "ID", offsetof(struct cuflag_msg_client_info, client_id), K_U32, 1 },
+	{ "id", "ID", offsetof(struct ctl_client, info.client_id), K_U32, 1 },
 	C(pid, "PID", K_I32, 1),
 	C(uid, "UID", K_U32, 1),
 	C(gid, "GID", K_U32, 1),
@@ -84,7 +91,14 @@ static const struct field client_fields[] = {
 	C(age_s, "AGE", K_SEC, 1),
 	/* When it connected, after the daemon's start: not an age (age_s is). */
 	C(connected_ms, "CONNECTED AT", K_MS, 0),
+	/* Who it is (METRICS): named as the metrics' labels are. */
+	W(comm, "comm", "COMM", 1),
+	W(unit, "unit", "UNIT", 1),
+	W(cgroup, "cgroup", "CGROUP", 0),
+	W(pod, "pod_uid", "POD", 0),
+	W(container, "container_id", "CONTAINER", 0),
 };
+#undef W
 #undef C
 
 #define T(key, label, kind, brief)                                                         \
@@ -157,7 +171,8 @@ static const char *parked_why(const struct cuflag_msg_stats_reply *st)
 static void value_text(const void *base, const struct field *f, int human, char *buf,
 		       size_t len)
 {
-	uint64_t v = f->kind == K_I32 || f->kind == K_STR16 ? 0 : get_u(base, f);
+	uint64_t v = f->kind == K_I32 || f->kind == K_STR16 || f->kind == K_TEXT ? 0
+										  : get_u(base, f);
 	const char *name = NULL;
 
 	switch (f->kind) {
@@ -168,6 +183,11 @@ static void value_text(const void *base, const struct field *f, int human, char 
 		for (i = 0; i < 16 && i + 1 < len && p[i]; i++)
 			buf[i] = p[i] >= 0x20 && p[i] < 0x7f ? p[i] : '?';
 		buf[i] = 0;
+		return;
+	}
+	case K_TEXT: {
+		const char *p = (const char *)base + f->off;
+		snprintf(buf, len, "%s", p[0] || !human ? p : "-");
 		return;
 	}
 	case K_I32:
@@ -230,7 +250,7 @@ static void value_text(const void *base, const struct field *f, int human, char 
 
 static void json_field(struct json *j, const void *base, const struct field *f)
 {
-	char buf[64];
+	char buf[VALUE_MAX];
 
 	switch (f->kind) {
 	case K_U32:
@@ -243,6 +263,10 @@ static void json_field(struct json *j, const void *base, const struct field *f)
 	case K_I32:
 		json_int(j, f->key, get_i32(base, f));
 		return;
+	case K_TEXT:
+		if (!((const char *)base + f->off)[0])
+			return;
+		/* fall through */
 	default:
 		value_text(base, f, 0, buf, sizeof(buf));
 		json_string(j, f->key, buf);
@@ -263,7 +287,7 @@ static void print_pairs(FILE *f, const void *base, const struct field *fs, size_
 			int brief_only)
 {
 	int w = 0;
-	char buf[64];
+	char buf[VALUE_MAX];
 
 	for (size_t i = 0; i < n; i++)
 		if ((!brief_only || fs[i].brief) && (int)strlen(fs[i].label) > w)
@@ -302,13 +326,23 @@ void report_stats(FILE *f, const struct cuflag_msg_stats_reply *st, int json)
 	report_counters(f, st, json, 0);
 }
 
+/* One cell of a table, w wide: numbers to the right, texts to the left (the
+ * last column unpadded). */
+static void cell(FILE *f, const char *sep, int text, int w, const char *v)
+{
+	if (text)
+		fprintf(f, "%s%-*s", sep, w, v);
+	else
+		fprintf(f, "%s%*s", sep, w, v);
+}
+
 /* Rows of stride bytes from base: a table of the brief fields, or a JSON object
  * whose member key is an array of every field (extra, if not NULL, adds members). */
 static void table(FILE *f, const void *base, size_t stride, size_t n, const struct field *fs,
 		  size_t nf, int json, const char *key, const char *extra_key, uint64_t extra)
 {
-	int w[16];
-	char buf[64];
+	int w[16], last = -1;
+	char buf[VALUE_MAX];
 
 	if (json) {
 		struct json j;
@@ -338,20 +372,24 @@ static void table(FILE *f, const void *base, size_t stride, size_t n, const stru
 	}
 	for (size_t c = 0; c < nf && c < 16; c++)
 		if (fs[c].brief)
-			fprintf(f, "%s%*s", c ? "  " : "", w[c], fs[c].label);
-	fputc('\n', f);
-	for (size_t r = 0; r < n; r++) {
+			last = (int)c;
+	for (int r = -1; r < (int)n; r++) {
 		for (size_t c = 0; c < nf && c < 16; c++) {
 			if (!fs[c].brief)
 				continue;
-			value_text((const char *)base + r * stride, &fs[c], 1, buf, sizeof(buf));
-			fprintf(f, "%s%*s", c ? "  " : "", w[c], buf);
+			if (r < 0)
+				snprintf(buf, sizeof(buf), "%s", fs[c].label);
+			else
+				value_text((const char *)base + (size_t)r * stride, &fs[c], 1, buf,
+					   sizeof(buf));
+			int text = fs[c].kind == K_TEXT;
+			cell(f, c ? "  " : "", text, text && (int)c == last ? 0 : w[c], buf);
 		}
 		fputc('\n', f);
 	}
 }
 
-void report_clients(FILE *f, const struct cuflag_msg_client_info *v, size_t n, int json)
+void report_clients(FILE *f, const struct ctl_client *v, size_t n, int json)
 {
 	table(f, v, sizeof(*v), n, client_fields, NFIELDS(client_fields), json, "clients", NULL, 0);
 }

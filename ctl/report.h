@@ -7,13 +7,14 @@
 #include <stdio.h>
 
 #include "cuflag-proto.h"
+#include "query.h"
 
 /* The short view of the counters: version, uptime, backend, state, load. */
 void report_status(FILE *f, const struct cuflag_msg_stats_reply *st, int json);
 /* Every counter of the STATS reply. */
 void report_stats(FILE *f, const struct cuflag_msg_stats_reply *st, int json);
-/* One row (or array element) per client. */
-void report_clients(FILE *f, const struct cuflag_msg_client_info *v, size_t n, int json);
+/* One row (or array element) per client, with who it is where known. */
+void report_clients(FILE *f, const struct ctl_client *v, size_t n, int json);
 
 /* One row (or array element) per stuck slot; more: stuck slots not listed. */
 void report_stuck(FILE *f, const struct cuflag_msg_stuck_slot *v, size_t n, uint32_t more,

@@ -2,12 +2,17 @@
 # SPDX-License-Identifier: MIT
 """cuflagctl against a real cuflagd: --json output parses and matches what the
 daemon holds (its settings, a client with 5 slots of which 2 are armed and 3
-more in a group), the tables name the same things, a parked scanner is
-explained as its mode has it, and the exit codes say what went wrong."""
+more in a group, its process name and cgroup), the tables name the same
+things, a parked scanner is explained as its mode has it, and the exit codes
+say what went wrong. Where this process may make a cgroup v2 (root), the
+client runs in one whose name holds a quote: named as the daemon cleans it,
+in clients --json and on cuflag_client_info."""
 import json
 import os
+import shutil
 import subprocess
 import tempfile
+import time
 
 from opsutil import ctl, ctl_json, expect, running_daemon, wait_for
 
@@ -27,6 +32,78 @@ def check_settings(sock):
                 "bad_arms", "dropped", "scanner"):
         expect(key in st, f"stats has {key}")
     return st
+
+
+def cgroup_of(pid="self"):
+    """A process's cgroup v2 path, as /proc says it; None without cgroup v2."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        return next((ln[3:].strip() for ln in f if ln.startswith("0::")), None)
+
+
+def own_cgroup():
+    """This process's cgroup v2 path, and where it lies in the file system
+    (None where there is no cgroup v2 mounted)."""
+    path = cgroup_of()
+    with open("/proc/self/mountinfo") as f:
+        for ln in f:
+            mnt, _, fs = ln.partition(" - ")
+            if path and fs.split()[0] == "cgroup2" and mnt.split()[3] == "/":
+                return path, mnt.split()[4] + path
+    return path, None
+
+
+def make_cgroup():
+    """A child cgroup of ours named with a quote (the daemon makes it '_'),
+    or None where we may not make one."""
+    path, where = own_cgroup()
+    if not where:
+        return None
+    name = f'cuflag-ctl-"q"-{os.getpid()}.scope'
+    try:
+        os.mkdir(os.path.join(where, name))
+    except OSError as e:
+        print(f"ctl: no cgroup of our own ({e}): the client runs in ours")
+        return None
+    return os.path.join(path, name), os.path.join(where, name)
+
+
+def remove_cgroup(cg):
+    # The holder has exited and been reaped: the cgroup empties at once or soon.
+    for _ in range(100):
+        try:
+            os.rmdir(cg[1])
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+def check_who(sock, holder_pid, cg):
+    """Who the client is: its comm, and its cgroup as /proc says it (made
+    printable ASCII without quotes); with our cgroup, its unit too."""
+    path = cgroup_of(holder_pid)
+    c = ctl_json(sock, "clients")["clients"][0]
+    expect(c["comm"] == "slot-holder", f"clients: comm {c}")
+    if path is None:
+        expect("cgroup" not in c, "no cgroup v2: no cgroup")
+        return
+    clean = path.replace('"', "_").replace("\\", "_")[:127]
+    expect(c["cgroup"] == clean, f"clients: cgroup {c.get('cgroup')} is {clean}")
+    text = ctl("--socket", sock, "metrics").stdout
+    info = [ln for ln in text.splitlines() if ln.startswith("cuflag_client_info{")]
+    expect(len(info) == 1 and f'cgroup="{clean}"' in info[0] and info[0].endswith("} 1"),
+           f"cuflag_client_info: {info}")
+    expect(sum('cgroup="' in ln for ln in text.splitlines()) == 1,
+           "the cgroup on cuflag_client_info alone")
+    if cg:
+        unit = os.path.basename(clean)
+        expect(c["unit"] == unit and f'unit="{unit}"' in info[0], f"unit {unit}: {c}")
+    print(f"ctl: client {holder_pid} named: comm slot-holder, cgroup {clean}, "
+          f"unit {c.get('unit', '-')}")
+    promtool = shutil.which("promtool")
+    if promtool:
+        r = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
+                           capture_output=True)
+        expect(r.returncode == 0, f"promtool check metrics: {r.stdout}{r.stderr}")
 
 
 def check_holder(sock, holder_pid, epoch):
@@ -52,9 +129,10 @@ def check_holder(sock, holder_pid, epoch):
 
     table = ctl("--socket", sock, "clients").stdout.splitlines()
     expect(table[0].split() == ["ID", "PID", "UID", "GID", "SLOTS", "ARMED", "WAKES",
-                                "PENDING", "AGE"], "clients table header")
+                                "PENDING", "AGE", "COMM", "UNIT"], "clients table header")
     expect(table[1].split()[1:5] == [str(holder_pid), str(os.getuid()), str(os.getgid()),
                                      "8"], "clients table row")
+    expect(table[1].split()[9] == "slot-holder", f"clients table: comm: {table[1]}")
     human = ctl("--socket", sock, "status").stdout
     expect("memfd" in human and epoch in human, "status table")
     # The default scanner parks while it sleeps until the armed slots are
@@ -101,13 +179,20 @@ def main():
         with running_daemon(tmp, "--max-clients", "7", "--slots-per-client", "16",
                             "--spin-us", "123") as sock:
             epoch = check_settings(sock)["epoch"]
+            cg = make_cgroup()
+            # Into its cgroup before it connects: the daemon reads it at accept.
+            enter = (lambda: open(os.path.join(cg[1], "cgroup.procs"), "w").write(
+                str(os.getpid()))) if cg else None
             holder = subprocess.Popen([SLOT_HOLDER, sock, "5", "2", "3"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, text=True)
+                                      stdout=subprocess.PIPE, text=True, preexec_fn=enter)
             line = holder.stdout.readline().split()
             expect(line == ["ready", str(holder.pid)], f"holder ready: {line}")
             check_holder(sock, holder.pid, epoch)
+            check_who(sock, holder.pid, cg)
             holder.stdin.close()
             expect(holder.wait(timeout=10) == 0, "holder exits cleanly")
+            if cg:
+                remove_cgroup(cg)
             wait_for("the client to go", lambda: ctl_json(sock, "clients")["clients"] == [])
             expect(ctl_json(sock, "status")["slots"] == 0, "slots freed")
             check_errors(tmp, sock)

@@ -127,6 +127,10 @@ def main():
                 prom, 'sum by (pid) (cuflag_stuck_slots{comm="slot-holder"})') == 2, timeout=30)
             wait_for("its arms", lambda: query(
                 prom, 'sum(cuflag_arms_total{comm="slot-holder"})') == 2, timeout=30)
+            # Its cgroup, from cuflag_client_info, joined as docs/operating.md does.
+            wait_for("its cgroup by a join on cuflag_client_info", lambda: query(
+                prom, 'count(cuflag_in_flight{comm="slot-holder"} * on (instance, client) '
+                'group_left (cgroup) cuflag_client_info{cgroup=~"/.*"})') == 1, timeout=30)
             print(f"prometheus: scraped the exporter; PromQL sees {done:.0f} completions, "
                   "2 slots in flight and stuck")
             holder.stdin.close()

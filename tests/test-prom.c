@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Prometheus text cuflagctl writes (ctl/prom.c) for labels a process
+ * chose: escaped as the format says, and clean under promtool where it is
+ * installed ($PROMTOOL, set by meson; the check is skipped without it).
+ */
+#undef NDEBUG
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "prom.h"
+#include "unit-run.h"
+
+/* A string literal, its NUL included, into a wire field. */
+#define SET(dst, lit) memcpy(dst, lit, sizeof(lit))
+
+/* One client whose comm, unit and cgroup hold every byte the format escapes,
+ * and bytes that are not text at all. */
+static char *write_one(struct cuflag_metrics_client *c)
+{
+	struct ctl_metrics m = { .clients = c, .nclients = 1 };
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	ck_assert_ptr_nonnull(f);
+	m.daemon.kind = CUFLAG_METRICS_DAEMON;
+	m.daemon.nbounds = CUFLAG_HIST_BOUNDS;
+	for (unsigned b = 0; b < CUFLAG_HIST_BOUNDS; b++)
+		m.daemon.bounds_ns[b] = 10000ull << b;
+	memset(c, 0, sizeof(*c));
+	c->kind = CUFLAG_METRICS_CLIENT;
+	c->client_id = 7;
+	c->pid = 4242;
+	c->uid = 1000;
+	c->buckets[3] = 5;
+	SET(c->comm, "a\"b\\c\nd");
+	SET(c->unit, "x\"y.service");
+	SET(c->cgroup, "/s.slice/q\"\\\n\x01\xff.scope");
+	prom_write(f, &m);
+	ck_assert_int_eq(fclose(f), 0);
+	return text;
+}
+
+START_TEST(test_escaped_labels)
+{
+	struct cuflag_metrics_client c;
+	char *text = write_one(&c);
+	char *info = strstr(text, "\ncuflag_client_info{");
+
+	ck_assert_ptr_nonnull(strstr(text, "comm=\"a\\\"b\\\\c\\nd\""));
+	ck_assert_ptr_nonnull(strstr(text, "unit=\"x\\\"y.service\""));
+	/* The cgroup on the info series only, its non-text bytes made '_'. */
+	ck_assert_ptr_nonnull(info);
+	ck_assert_ptr_nonnull(strstr(info, "cgroup=\"/s.slice/q\\\"\\\\\\n__.scope\"} 1\n"));
+	ck_assert_ptr_eq(strstr(text, "cgroup="), strstr(info, "cgroup="));
+	ck_assert_ptr_null(strstr(strstr(info, "cgroup=") + 1, "cgroup="));
+	/* Every line is one sample or one comment: no newline left unescaped. */
+	for (char *l = text; *l; l = strchr(l, '\n') + 1)
+		ck_assert(l[0] == '#' || !strncmp(l, "cuflag_", 7));
+	free(text);
+}
+END_TEST
+
+START_TEST(test_promtool_clean)
+{
+	const char *promtool = getenv("PROMTOOL");
+	struct cuflag_metrics_client c;
+	char cmd[512], *text;
+	FILE *p;
+	int st;
+
+	if (!promtool || !promtool[0])
+		return; /* not installed (Debian: prometheus) */
+	text = write_one(&c);
+	snprintf(cmd, sizeof(cmd), "'%s' check metrics >&2", promtool);
+	p = popen(cmd, "w");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(fputs(text, p) >= 0, 1);
+	st = pclose(p);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "promtool check metrics: %d", st);
+	free(text);
+}
+END_TEST
+
+int main(void)
+{
+	const TTest *const tests[] = { test_escaped_labels, test_promtool_clean, NULL };
+	return unit_run("prom", tests);
+}
