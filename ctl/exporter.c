@@ -3,8 +3,10 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +20,90 @@
 
 /* A request's head (request line and headers) larger than this is refused. */
 #define HEAD_MAX 8192
-/* A peer gets this long to send its request and take the answer. */
-#define PEER_TIMEOUT_MS 5000
+/* A peer gets this long to send its request's head: Prometheus sends it at
+ * once, so a connection that says nothing is let go soon. */
+#define READ_TIMEOUT_MS 2000
+/* And this long to take the answer (a large one, to a slow reader). */
+#define WRITE_TIMEOUT_MS 5000
+/* Connections served at once. One more pushes out the one that has waited
+ * longest for its request; with every one of them answering, the next waits
+ * in the listening socket's backlog. */
+#define CONNS_MAX 16
+/* Out of fds or memory for accept: the listening socket rests this long. */
+#define ACCEPT_PAUSE_MS 100
 
+/* One peer: reading its request's head, then (out set) sending the answer. */
+struct conn {
+	int fd;            /* -1: a free entry */
+	uint64_t since_ms; /* accepted then */
+	uint64_t deadline_ms;
+	size_t len;        /* of head */
+	char *out;         /* the answer (malloc'ed), once the head is read */
+	size_t out_len, out_off;
+	char head[HEAD_MAX];
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* ---------------------------------------------------------------- */
+/* Listening                                                         */
+/* ---------------------------------------------------------------- */
+
+/* A listening socket on a, or a negative errno. An IPv6 one takes IPv4 too
+ * (IPV6_V6ONLY off: on "::", every address of both). */
+static int listen_at(const struct addrinfo *a)
+{
+	int one = 1, off = 0, err;
+	int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			a->ai_protocol);
+
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    (a->ai_family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0) ||
+	    bind(fd, a->ai_addr, a->ai_addrlen) < 0 || listen(fd, 64) < 0) {
+		err = -errno;
+		safe_close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static void say_where(const char *spec, const struct addrinfo *a, int any, int v6_err)
+{
+	char host[NI_MAXHOST], port[NI_MAXSERV];
+
+	if (getnameinfo(a->ai_addr, a->ai_addrlen, host, sizeof(host), port, sizeof(port),
+			NI_NUMERICHOST | NI_NUMERICSERV))
+		snprintf(host, sizeof(host), "?");
+	if (a->ai_family == AF_INET6)
+		fprintf(stderr, "cuflagctl: --listen %s: on [%s]:%s%s\n", spec, host, port,
+			any ? " (IPv6 and IPv4)" : "");
+	else if (any)
+		fprintf(stderr, "cuflagctl: --listen %s: on %s:%s (IPv4 only; IPv6: %s)\n", spec,
+			host, port, strerror(-v6_err));
+	else
+		fprintf(stderr, "cuflagctl: --listen %s: on %s:%s\n", spec, host, port);
+}
+
+/*
+ * The listening socket for spec ("HOST:PORT", "[V6]:PORT", ":PORT"), or a
+ * negative errno (said on stderr). ":PORT" is every address: "::" with
+ * IPv4 mapped into it, or, where there is no IPv6 (no such family, or no
+ * such address), 0.0.0.0.
+ */
 static int listen_on(const char *spec)
 {
-	char host[256], *port;
+	char host[256], *port, *h = host;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai, *a;
-	int fd = -1, rc, one = 1;
+	int fd = -EADDRNOTAVAIL, v6_err = -EAFNOSUPPORT, rc, any;
 
 	if (snprintf(host, sizeof(host), "%s", spec) >= (int)sizeof(host) ||
 	    !(port = strrchr(host, ':'))) {
@@ -34,99 +112,74 @@ static int listen_on(const char *spec)
 	}
 	*port++ = 0;
 	/* "[::1]:9446": the brackets are not part of the address. */
-	char *h = host;
 	if (h[0] == '[' && h[strlen(h) - 1] == ']') {
 		h[strlen(h) - 1] = 0;
 		h++;
 	}
-	rc = getaddrinfo(h[0] ? h : NULL, port, &hints, &ai);
+	any = !h[0];
+	rc = getaddrinfo(any ? NULL : h, port, &hints, &ai);
 	if (rc) {
 		fprintf(stderr, "cuflagctl: --listen %s: %s\n", spec, gai_strerror(rc));
 		return -EINVAL;
 	}
-	rc = -EADDRNOTAVAIL;
-	for (a = ai; a && fd < 0; a = a->ai_next) {
-		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-		if (fd < 0)
-			continue;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, a->ai_addr, a->ai_addrlen) < 0 || listen(fd, 16) < 0) {
-			rc = -errno;
-			fd = safe_close(fd);
+	/* Every address: the IPv6 one first (getaddrinfo gives 0.0.0.0 first). */
+	for (int pass = 0; pass < 2 && fd < 0; pass++) {
+		for (a = ai; a && fd < 0; a = a->ai_next) {
+			if (any ? (a->ai_family == AF_INET6) == pass : pass)
+				continue;
+			fd = listen_at(a);
+			if (fd >= 0)
+				say_where(spec, a, any, v6_err);
+			else if (a->ai_family == AF_INET6)
+				v6_err = fd;
 		}
 	}
 	freeaddrinfo(ai);
 	if (fd < 0)
-		fprintf(stderr, "cuflagctl: --listen %s: %s\n", spec, strerror(-rc));
-	return fd < 0 ? rc : fd;
+		fprintf(stderr, "cuflagctl: --listen %s: %s\n", spec, strerror(-fd));
+	return fd;
 }
 
-/* Read the request's head into buf (NUL-terminated): its length, or -1 when
- * the peer went away, took too long or sent too much. */
-static ssize_t read_head(int fd, char *buf, size_t cap)
+/* ---------------------------------------------------------------- */
+/* Answering                                                         */
+/* ---------------------------------------------------------------- */
+
+static void conn_close(struct conn *c)
 {
-	size_t len = 0;
-	struct timespec t0;
+	c->fd = safe_close(c->fd);
+	free(c->out);
+	c->out = NULL;
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (len + 1 < cap) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		struct timespec t;
-		ssize_t n;
-		long left;
+/* The answer to send: the status line, the headers, and (but for HEAD) body. */
+static void respond(struct conn *c, const char *status, const char *type, const char *body,
+		    size_t len, int head_only)
+{
+	FILE *f = open_memstream(&c->out, &c->out_len);
 
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		left = PEER_TIMEOUT_MS - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
-		if (left <= 0 || poll(&p, 1, (int)left) != 1)
-			return -1;
-		n = recv(fd, buf + len, cap - 1 - len, 0);
-		if (n <= 0)
-			return -1;
-		len += (size_t)n;
-		buf[len] = 0;
-		if (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n"))
-			return (ssize_t)len;
+	if (!f) {
+		conn_close(c);
+		return;
 	}
-	return -1;
-}
-
-static void send_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		struct pollfd pf = { .fd = fd, .events = POLLOUT };
-		ssize_t n;
-
-		if (poll(&pf, 1, PEER_TIMEOUT_MS) != 1)
-			return;
-		n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n <= 0)
-			return;
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
-static void respond(int fd, const char *status, const char *type, const char *body, size_t len,
-		    int head_only)
-{
-	char head[256];
-	int n = snprintf(head, sizeof(head),
-			 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-			 "Connection: close\r\n\r\n",
-			 status, type, len);
-
-	send_all(fd, head, (size_t)n);
+	fprintf(f,
+		"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		"Connection: close\r\n\r\n",
+		status, type, len);
 	if (!head_only)
-		send_all(fd, body, len);
+		fwrite(body, 1, len, f);
+	if (fclose(f)) {
+		conn_close(c);
+		return;
+	}
+	c->out_off = 0;
+	c->deadline_ms = now_ms() + WRITE_TIMEOUT_MS;
 }
 
 /* What /metrics answers: the daemon's metrics, or cuflag_up 0 when it cannot
  * be asked (the scrape itself succeeds: Prometheus records the 0). */
-static void scrape(int fd, const char *socket_path, int head_only)
+static void scrape(struct conn *conn, const char *socket_path, int head_only)
 {
-	static struct timespec last_complaint;
+	static uint64_t last_complaint_ms;
 	struct ctl_conn c;
 	struct ctl_metrics m;
 	char *body = NULL;
@@ -135,7 +188,7 @@ static void scrape(int fd, const char *socket_path, int head_only)
 	int rc;
 
 	if (!f) {
-		respond(fd, "500 Internal Server Error", "text/plain", "", 0, head_only);
+		respond(conn, "500 Internal Server Error", "text/plain", "", 0, head_only);
 		return;
 	}
 	rc = ctl_open(&c, socket_path);
@@ -145,68 +198,208 @@ static void scrape(int fd, const char *socket_path, int head_only)
 		prom_write(f, &m);
 		ctl_metrics_free(&m);
 	} else {
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
+		uint64_t now = now_ms();
 		/* At most one line a minute about a daemon that is away. */
-		if (!last_complaint.tv_sec || now.tv_sec - last_complaint.tv_sec >= 60) {
+		if (!last_complaint_ms || now - last_complaint_ms >= 60000) {
 			fprintf(stderr, "cuflagctl: metrics: %s\n", c.why);
-			last_complaint = now;
+			last_complaint_ms = now;
 		}
 		prom_write_down(f);
 	}
 	ctl_close(&c);
 	if (fclose(f) == 0)
-		respond(fd, "200 OK", PROM_CONTENT_TYPE, body, len, head_only);
+		respond(conn, "200 OK", PROM_CONTENT_TYPE, body, len, head_only);
+	else
+		respond(conn, "500 Internal Server Error", "text/plain", "", 0, head_only);
 	free(body);
 }
 
-static void serve(int fd, const char *socket_path)
+/* The request's head is in: what it asks for becomes c's answer. */
+static void answer(struct conn *c, const char *socket_path)
 {
 	static const char index_page[] =
 		"<html><head><title>cuflag exporter</title></head><body>"
 		"<h1>cuflag exporter</h1><p><a href=\"/metrics\">Metrics</a></p></body></html>\n";
-	char buf[HEAD_MAX], method[8], path[256];
+	char method[8], path[256];
 	int head_only;
 
-	if (read_head(fd, buf, sizeof(buf)) < 0 ||
-	    sscanf(buf, "%7s %255s HTTP/1.%*c", method, path) != 2) {
-		respond(fd, "400 Bad Request", "text/plain", "bad request\n", 12, 0);
+	if (sscanf(c->head, "%7s %255s HTTP/1.%*c", method, path) != 2) {
+		respond(c, "400 Bad Request", "text/plain", "bad request\n", 12, 0);
 		return;
 	}
 	head_only = !strcmp(method, "HEAD");
 	if (strcmp(method, "GET") && !head_only) {
-		respond(fd, "405 Method Not Allowed", "text/plain", "GET only\n", 9, 0);
+		respond(c, "405 Method Not Allowed", "text/plain", "GET only\n", 9, 0);
 		return;
 	}
 	/* A query string (Prometheus sends none, curl users may) is ignored. */
 	path[strcspn(path, "?")] = 0;
 	if (!strcmp(path, "/metrics"))
-		scrape(fd, socket_path, head_only);
+		scrape(c, socket_path, head_only);
 	else if (!strcmp(path, "/"))
-		respond(fd, "200 OK", "text/html", index_page, sizeof(index_page) - 1, head_only);
+		respond(c, "200 OK", "text/html", index_page, sizeof(index_page) - 1, head_only);
 	else
-		respond(fd, "404 Not Found", "text/plain", "not found\n", 10, head_only);
+		respond(c, "404 Not Found", "text/plain", "not found\n", 10, head_only);
+}
+
+/* ---------------------------------------------------------------- */
+/* Connections                                                       */
+/* ---------------------------------------------------------------- */
+
+/* Send what the socket takes now; closed once all is sent, or on an error. */
+static void conn_write(struct conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0)
+			break;
+		c->out_off += (size_t)n;
+	}
+	conn_close(c);
+}
+
+/* Read what has come of the head; once it is whole, answer. */
+static void conn_read(struct conn *c, const char *socket_path)
+{
+	ssize_t n = recv(c->fd, c->head + c->len, sizeof(c->head) - 1 - c->len, MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_close(c); /* gone, or an error: no one to answer */
+		return;
+	}
+	c->len += (size_t)n;
+	c->head[c->len] = 0;
+	if (strstr(c->head, "\r\n\r\n") || strstr(c->head, "\n\n"))
+		answer(c, socket_path);
+	else if (c->len == sizeof(c->head) - 1)
+		respond(c, "400 Bad Request", "text/plain", "bad request\n", 12, 0);
+	if (c->fd >= 0 && c->out)
+		conn_write(c);
+}
+
+/* A free entry for a new peer: a free one, else the one that has waited
+ * longest for its request (answers in flight are not cut); NULL if none. */
+static struct conn *room(struct conn *conns)
+{
+	struct conn *oldest = NULL;
+
+	for (int i = 0; i < CONNS_MAX; i++) {
+		if (conns[i].fd < 0)
+			return &conns[i];
+		if (!conns[i].out && (!oldest || conns[i].since_ms < oldest->since_ms))
+			oldest = &conns[i];
+	}
+	if (oldest)
+		conn_close(oldest);
+	return oldest;
+}
+
+static int can_take(const struct conn *conns)
+{
+	for (int i = 0; i < CONNS_MAX; i++)
+		if (conns[i].fd < 0 || !conns[i].out)
+			return 1;
+	return 0;
+}
+
+/* Take one peer from the backlog; when the process is out of fds or
+ * memory, the listening socket rests a moment (*pause_until). */
+static void take_one(int lfd, struct conn *conns, uint64_t *pause_until)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	struct conn *c;
+
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			fprintf(stderr, "cuflagctl: accept: %s\n", strerror(errno));
+			*pause_until = now_ms() + ACCEPT_PAUSE_MS;
+		}
+		return; /* EAGAIN, EINTR, ECONNABORTED and the like: nothing */
+	}
+	c = room(conns);
+	if (!c) {
+		safe_close(fd); /* not reached: the socket is polled only with room */
+		return;
+	}
+	c->fd = fd;
+	c->since_ms = now_ms();
+	c->deadline_ms = c->since_ms + READ_TIMEOUT_MS;
+	c->len = 0;
+	c->head[0] = 0;
 }
 
 int exporter_run(const char *listen, const char *socket_path)
 {
-	int lfd = listen_on(listen);
+	struct conn *conns = calloc(CONNS_MAX, sizeof(*conns));
+	struct pollfd pfd[CONNS_MAX + 1];
+	struct conn *of[CONNS_MAX + 1];
+	uint64_t pause_until = 0;
+	int lfd;
 
-	if (lfd < 0)
+	if (!conns) {
+		fprintf(stderr, "cuflagctl: --listen: %s\n", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	lfd = listen_on(listen);
+	if (lfd < 0) {
+		free(conns);
 		return lfd;
+	}
+	for (int i = 0; i < CONNS_MAX; i++)
+		conns[i].fd = -1;
 	signal(SIGPIPE, SIG_IGN);
 	fprintf(stderr, "cuflagctl: serving /metrics on %s for %s\n", listen, socket_path);
 	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			/* Out of fds or memory: wait a moment, do not spin. */
-			fprintf(stderr, "cuflagctl: accept: %s\n", strerror(errno));
-			sleep(1);
-			continue;
+		uint64_t now = now_ms(), next = now + 60000;
+		nfds_t n = 0;
+		int listening = now >= pause_until && can_take(conns);
+
+		if (listening) {
+			pfd[n] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+			of[n++] = NULL;
+		} else if (now < pause_until) {
+			next = pause_until;
 		}
-		serve(fd, socket_path);
-		close(fd);
+		for (int i = 0; i < CONNS_MAX; i++) {
+			if (conns[i].fd < 0)
+				continue;
+			pfd[n] = (struct pollfd){ .fd = conns[i].fd,
+						  .events = conns[i].out ? POLLOUT : POLLIN };
+			of[n++] = &conns[i];
+			if (conns[i].deadline_ms < next)
+				next = conns[i].deadline_ms;
+		}
+		if (poll(pfd, n, next > now ? (int)(next - now) : 0) < 0 && errno != EINTR) {
+			int err = -errno;
+			fprintf(stderr, "cuflagctl: poll: %s\n", strerror(-err));
+			for (int i = 0; i < CONNS_MAX; i++)
+				conn_close(&conns[i]);
+			free(conns);
+			safe_close(lfd);
+			return err;
+		}
+		for (nfds_t k = 0; k < n; k++) {
+			struct conn *c = of[k];
+			if (!pfd[k].revents || !c || c->fd < 0)
+				continue;
+			if (c->out)
+				conn_write(c);
+			else
+				conn_read(c, socket_path);
+		}
+		/* Late peers are let go (silent ones, and slow readers of the answer). */
+		now = now_ms();
+		for (int i = 0; i < CONNS_MAX; i++)
+			if (conns[i].fd >= 0 && conns[i].deadline_ms <= now)
+				conn_close(&conns[i]);
+		if (listening && (pfd[0].revents & POLLIN))
+			take_one(lfd, conns, &pause_until);
 	}
 }

@@ -40,6 +40,13 @@ def copies_for_users(tmp, *programs):
     return [shutil.copy(p, bin_dir) for p in programs]
 
 
+def free_port():
+    """A TCP port free on 127.0.0.1 now (for a server the test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def wait_for(what, pred, timeout=5.0):
     """Poll pred() until it holds (state the daemon reaches asynchronously)."""
     end = time.monotonic() + timeout

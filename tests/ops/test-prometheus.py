@@ -9,7 +9,6 @@ them. Exits 77 where Prometheus is not installed (Debian: prometheus)."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,16 +17,10 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from opsutil import ctl, expect, running_daemon, wait_for  # noqa: E402
+from opsutil import ctl, expect, free_port, running_daemon, wait_for  # noqa: E402
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url, timeout=5):
