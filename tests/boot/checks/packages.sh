@@ -39,8 +39,11 @@ out=$(as_user bob python3 one.py 2>&1) && fail "a user outside cuflag was served
 echo "$out" | grep -q PermissionError || { echo "$out"; fail "bob's refusal is not EACCES"; }
 ok "a user outside cuflag is refused (EACCES)"
 expect "cuflagctl status" cuflagctl status
+expect "cuflag-demo as a member of cuflag" \
+	as_user alice cuflag-demo --device sim --completions 200 --samples 100
 expect "python3 -c 'import cuflag'" python3 -c 'import cuflag; print(cuflag.library_version())'
-for page in man8/cuflagd.8 man1/cuflagctl.1 man1/cuflag-bench.1 man3/libcuflag-client.3 \
+for page in man8/cuflagd.8 man1/cuflagctl.1 man1/cuflag-bench.1 man1/cuflag-demo.1 \
+	man3/libcuflag-client.3 \
 	man3/cuflag_connect.3; do
 	[ -e "/usr/share/man/$page.gz" ] || fail "man page $page not installed"
 done
