@@ -26,6 +26,19 @@ static int memfd_sized(const char *name, uint64_t size)
 	return fd;
 }
 
+/* Whether the region's header reads as zeros: a region an unguarded daemon
+ * emptied (region_discard), whose client wrote only its queue and flags
+ * since. Read through the fd: a read of a hole allocates no page, where a
+ * touch of the mapping would (charged to the daemon). */
+static int header_gone(int fd)
+{
+	struct cuflag_region_hdr hdr;
+	static const struct cuflag_region_hdr zero;
+
+	return pread(fd, &hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr) &&
+	       !memcmp(&hdr, &zero, sizeof(hdr));
+}
+
 int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
 		 const char **why)
 {
@@ -50,6 +63,11 @@ int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
 	}
 	/* Pages the daemon would be first to touch would be charged to it. */
 	if ((uint64_t)st.st_blocks * 512u < l->size) {
+		if (header_gone(fd)) {
+			*why = "ATTACH: the region was emptied (an unguarded daemon removes a "
+			       "region's pages when its session ends): connect anew";
+			return -ESTALE;
+		}
 		*why = "ATTACH: the region's pages are not all allocated (fallocate it)";
 		return -EINVAL;
 	}

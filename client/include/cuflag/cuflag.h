@@ -124,9 +124,10 @@ CUFLAG_API void cuflag_disconnect(cuflag_client *c);
  * reply stay counted against this client until it disconnects), -ENOMEM,
  * -ENOTCONN / -EPIPE (the daemon hung up and none came back within the
  * resume timeout), -ESTALE (the daemon that came back has another region
- * layout), -ETIMEDOUT (no answer within 5 s), -EPROTO / -EBADMSG
- * (malformed reply), -ECHILD (the client was connected by the parent of this
- * process; see above).
+ * layout, or found the region emptied after it dropped this client),
+ * -ETIMEDOUT (no answer within 5 s), -EPROTO / -EBADMSG (malformed reply),
+ * -ECHILD (the client was connected by the parent of this process; see
+ * above).
  */
 CUFLAG_API int cuflag_slot_acquire(cuflag_client *c, cuflag_slot **out);
 
@@ -208,8 +209,9 @@ CUFLAG_API void *cuflag_slot_data(const cuflag_slot *s);
  * daemon that comes back, waiting up to the client's resume timeout.
  * Return: 0, or -ENOTCONN (the queue was full and no daemon came back within
  * the resume timeout), -ESTALE (the daemon that came back has another region
- * layout), another resume error as cuflag_reconnect(), -ECHILD (the client
- * was connected by the parent of this process).
+ * layout, or found the region emptied after it dropped this client),
+ * another resume error as cuflag_reconnect(), -ECHILD (the client was
+ * connected by the parent of this process).
  */
 CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
 
@@ -329,7 +331,9 @@ CUFLAG_API int cuflag_client_fd(const cuflag_client *c);
  * (the daemon runs --slab cuda-ipc: its flags are a CUDA allocation that died
  * with the daemon before, so a client of such a daemon connects anew),
  * -ESTALE (the daemon listening now has another region layout: other
- * --slots-per-client or --queue-size; connect anew), -EBUSY (the daemon
+ * --slots-per-client or --queue-size; or the region is empty: a daemon
+ * without its region guard removes its pages when it drops the client;
+ * connect anew), -EBUSY (the daemon
  * still serves this region: it did not go away), -EUSERS, -ENOMEM,
  * -ETIMEDOUT, -EPROTO / -EBADMSG, -ECHILD (the client was connected by the
  * parent of this process).
