@@ -86,12 +86,12 @@ static void attach_unwind(struct attach *a)
 
 /* Map and check the client's region, then everything that hangs off it. */
 static int attach_build(struct server *srv, struct session *s, struct request *req,
-			struct attach *a)
+			struct attach *a, int resuming)
 {
 	const struct cuflagd_config *cfg = srv->cfg;
 	int rc;
 
-	rc = region_adopt(&a->region, req->fds[0], &srv->layout, &req->why);
+	rc = region_adopt(&a->region, req->fds[0], &srv->layout, resuming, &req->why);
 	if (rc)
 		return REQ_REFUSE(rc);
 	if (registry_find_region(&srv->reg, a->region.dev, a->region.ino)) {
@@ -141,7 +141,8 @@ int req_attach(struct server *srv, struct session *s, struct request *req)
 	}
 	if ((rc = req_take_eventfd(req, req->fds[1], "ATTACH: the wake fd is not an eventfd")))
 		return rc;
-	rc = attach_build(srv, s, req, &a);
+	/* A resume names the daemon it comes from (a fresh ATTACH says 0). */
+	rc = attach_build(srv, s, req, &a, m.epoch != 0 || m.slots != 0);
 	if (rc) {
 		attach_unwind(&a);
 		return rc;

@@ -26,9 +26,8 @@ static int memfd_sized(const char *name, uint64_t size)
 	return fd;
 }
 
-/* Whether the region's header reads as zeros: a region an unguarded daemon
- * emptied (region_discard), whose client wrote only its queue and flags
- * since. Read through the fd: a read of a hole allocates no page, where a
+/* Whether the region's header reads as zeros: in a resume, a region an
+ * unguarded daemon emptied (region_discard) when its session ended. Read through the fd: a read of a hole allocates no page, where a
  * touch of the mapping would (charged to the daemon). */
 static int header_gone(int fd)
 {
@@ -39,7 +38,7 @@ static int header_gone(int fd)
 	       !memcmp(&hdr, &zero, sizeof(hdr));
 }
 
-int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
+int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l, int resuming,
 		 const char **why)
 {
 	static int mlock_warned;
@@ -63,7 +62,7 @@ int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
 	}
 	/* Pages the daemon would be first to touch would be charged to it. */
 	if ((uint64_t)st.st_blocks * 512u < l->size) {
-		if (header_gone(fd)) {
+		if (resuming && header_gone(fd)) {
 			*why = "ATTACH: the region was emptied (an unguarded daemon removes a "
 			       "region's pages when its session ends): connect anew";
 			return -ESTALE;

@@ -26,9 +26,10 @@ struct region {
  * It is mapped, guarded against holes (region-guard.h: a page missing now
  * refuses it, one punched later drops its session without a page of the
  * daemon's going into it) and locked; fd stays the caller's. 0 or a negative errno with
- * *why for the client.
+ * *why for the client: -ESTALE for a resume (resuming) of a region whose
+ * pages an unguarded daemon removed (region_discard), -EINVAL for the rest.
  */
-int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l,
+int region_adopt(struct region *r, int fd, const struct cuflag_region_layout *l, int resuming,
 		 const char **why);
 /* The session of r ended while the daemon runs on (not at its exit: a
  * successor adopts the regions then): with the guard off, its pages are
