@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -120,8 +121,10 @@ void region_discard(struct region *r)
 	 * never faults a page in: the region is left as it is. */
 	if (!r->map || guard_mode() != GUARD_OFF)
 		return;
-	munlock(r->map, r->size);
-	if (madvise(r->map, r->size, MADV_REMOVE) < 0)
+	/* The system call itself: a sanitizer runtime's munlock() does
+	 * nothing, and the pages would stay locked. */
+	if (syscall(SYS_munlock, r->map, r->size) < 0 ||
+	    madvise(r->map, r->size, MADV_REMOVE) < 0)
 		log_warn("a %llu-byte region could not be emptied at its session's end: %s",
 			 (unsigned long long)r->size, strerror(errno));
 }
