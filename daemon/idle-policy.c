@@ -117,10 +117,10 @@ static struct idle_decision wait_until(const struct idle_cfg *cfg, const struct 
 /* The next arm is expected at expect and its work takes at least low_ns:
  * nap until a lead before that work can be due, when the arms are regular
  * (the gaps' spread at most IDLE_NAP_THROUGH_SPREAD of them) and the arm
- * is not overdue (past expect by window). The arm waits in its queue meanwhile (a nap tells no
- * client): one earlier than expected is seen late by its earliness, which
- * the regularity asked bounds. Only within the backstop, and for a nap of
- * IDLE_NAP_THROUGH_MIN_NS or more. Otherwise
+ * is not overdue (past expect by window). The arm waits in its queue
+ * meanwhile (a nap tells no client): one earlier than expected is seen late
+ * by its earliness, which the regularity asked bounds. Only within the
+ * backstop, and for a nap of IDLE_NAP_THROUGH_MIN_NS or more. Otherwise
  * IDLE_SPIN: decide another way. */
 static struct idle_decision nap_through_arm(const struct idle_cfg *cfg,
 					    const struct idle_state *st, uint64_t now_ns,

@@ -28,8 +28,9 @@ static int memfd_sized(const char *name, uint64_t size)
 }
 
 /* Whether the region's header reads as zeros: in a resume, a region an
- * unguarded daemon emptied (region_discard) when its session ended. Read through the fd: a read of a hole allocates no page, where a
- * touch of the mapping would (charged to the daemon). */
+ * unguarded daemon emptied (region_discard) when its session ended. Read
+ * through the fd: a read of a hole allocates no page, where a touch of the
+ * mapping would (charged to the daemon). */
 static int header_gone(int fd)
 {
 	struct cuflag_region_hdr hdr;

@@ -89,15 +89,16 @@ static void count_sleep(struct scanner *sc, uint64_t t0, uint64_t deadline_ns, u
 {
 	atomic_fetch_add_explicit(&sc->sleeps, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sc->sleeping_ns, woke_ns - t0, memory_order_relaxed);
-	if (by_timer && deadline_ns - t0 > IDLE_SHORT_WAIT_NS) {
+	if (!by_timer)
+		return;
+	if (deadline_ns - t0 > IDLE_SHORT_WAIT_NS) {
 		predict_lateness(&sc->late_long, deadline_ns, woke_ns);
 		idle_note_long_lateness(&sc->idle, predict_lead_ns(&sc->late_long));
-		sc->planned = deadline_ns;
-	} else if (by_timer) {
+	} else {
 		predict_lateness(&sc->late, deadline_ns, woke_ns);
 		atomic_store_explicit(&sc->late_ns, sc->late.mean_ns, memory_order_relaxed);
-		sc->planned = deadline_ns;
 	}
+	sc->planned = deadline_ns;
 }
 
 void scanner_nap(struct scanner *sc, uint64_t until_ns)
