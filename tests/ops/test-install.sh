@@ -63,6 +63,14 @@ if [ -n "$exporter" ]; then
 fi
 need "$libdir/pkgconfig/cuflag-client-cuda.pc"
 
+# Nothing outside the prefix (units, sysusers.d and tmpfiles.d included),
+# except for the prefix /usr, where the units go where the packages put them.
+if [ "$PREFIX" != /usr ]; then
+	outside=$(find "$dest" ! -type d | grep -v "^$dest$PREFIX/" || true)
+	[ -z "$outside" ] || { echo "installed outside the prefix $PREFIX:"; echo "$outside" |
+		sed "s|^$dest||"; fail=1; }
+fi
+
 # Programs of the installed headers, built with nothing but pkg-config's
 # flags (the installed tree moved under $dest: its prefix says so).
 pc() {
