@@ -426,6 +426,7 @@ static void client_info(struct session *o, void *arg)
 	ci.wakes = atomic_load_explicit(&o->scan->n_wakes, memory_order_relaxed);
 	ci.pending = atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
 	ci.connected_ms = o->connected_ms - w->srv->start_ms;
+	ci.age_s = (uint32_t)((cuflag_now_ms() - o->connected_ms) / 1000u);
 	w->rc = req_reply_ok(w->asker, w->req, &ci, sizeof(ci), NULL, 0);
 }
 

@@ -106,6 +106,21 @@ def check_who(sock, holder_pid, cg):
         expect(r.returncode == 0, f"promtool check metrics: {r.stdout}{r.stderr}")
 
 
+def check_age(sock):
+    """A client's age grows with the time it is connected, in clients as in
+    the metrics' cuflag_client_age_seconds."""
+    time.sleep(1.2)  # let the holder be a second old, at least
+    age = ctl_json(sock, "clients")["clients"][0]["age_s"]
+    metric = [float(ln.split()[-1]) for ln in ctl("--socket", sock, "metrics").stdout.splitlines()
+              if ln.startswith("cuflag_client_age_seconds{")]
+    expect(age >= 1, f"clients: age {age} s for a client connected over a second ago")
+    expect(len(metric) == 1 and abs(metric[0] - age) < 2,
+           f"clients: age {age} s, cuflag_client_age_seconds {metric}")
+    table = ctl("--socket", sock, "clients").stdout.splitlines()
+    expect(table[1].split()[8] not in ("0", "0s"), f"clients table: age: {table[1]}")
+    print(f"ctl: client age {age} s, cuflag_client_age_seconds {metric[0]}")
+
+
 def check_holder(sock, holder_pid, epoch):
     # The arms reach the daemon through the region's queue: wait until drained.
     clients = wait_for("2 pending arms", lambda: (lambda c: c if c["clients"] and
@@ -118,6 +133,7 @@ def check_holder(sock, holder_pid, epoch):
     expect(c["armed"] == 2 and c["wakes"] == 0, "2 arms, no wakes")
     expect(c["id"] != 0 and "connected_ms" in c, "client id and connection time")
     expect(0 <= c["age_s"] < 60, "client age in seconds")
+    check_age(sock)
 
     status = ctl_json(sock, "status")
     expect(status["clients"] == 1 and status["slots"] == 8 and status["pending"] == 2,
