@@ -11,20 +11,23 @@
  * just come a pass later), and a write that cost more than the credit is
  * paid back over the passes that follow, while everyone else is served.
  * So one user's many cheap writes (or few costly ones) delay another user's
- * wake by about a quantum per pass, however many slots it holds.
+ * wake by about a quantum per pass, however many slots it holds, and this
+ * bounds writes that are each moderately costly whatever makes them so: a
+ * few hundred epoll watchers on each eventfd, or a machine whose wake-ups
+ * are costly (an inter-processor interrupt under virtualisation). Neither
+ * is dropped for it: their writes cost alike, and the share is what keeps
+ * them from taking the pass. One write beyond any wake-up is the budget's
+ * (budget.h).
  *
- * What the user's writes cost is still charged to its write budget
- * (budget.h), summed per round: the passes from one in which it was served
- * in full to the next such, so that writes carried over several passes are
- * summed as the one pass they would have been without the share. And a
- * user whose writes have wanted more than its share for FAIR_SHARE_DROP_NS
+ * A user whose writes have wanted more than its share for FAIR_SHARE_DROP_NS
  * in a row (every pass carrying some), at FAIR_SHARE_DROP_WRITE_NS a write
- * or more on average, is dropped as a costly writer: each of its writes may
- * sit under the budget's allowance (256 watchers: about 20 us), but together
- * they take the pass for ever. Many writes alone are no fault: one user
+ * or more on average, is dropped as a costly writer: as costly on average
+ * as a write the budget calls costly, it holds the scanner for seconds
+ * however its writes are spread. Many writes alone are no fault: one user
  * streaming 400 000 completions/s from 10 000 slots (a write with a watcher
- * or two: about 1 us) wants more than a quantum of every pass for as long as
- * it streams, and is served in full, a share a pass.
+ * or two: about 1 us), or waking threads on other CPUs of a virtual machine
+ * at tens of microseconds a write, wants more than a quantum of every pass
+ * for as long as it streams, and is served in full, a share a pass.
  */
 #ifndef CUFLAGD_FAIR_SHARE_H
 #define CUFLAGD_FAIR_SHARE_H
@@ -37,12 +40,11 @@
  * every write runs through interceptors many times slower (budget.h). */
 #define FAIR_SHARE_QUANTUM_NS (50000 * WRITE_BUDGET_SLOWDOWN)
 #define FAIR_SHARE_DROP_NS (2000000000ull * WRITE_BUDGET_SLOWDOWN)
-#define FAIR_SHARE_DROP_WRITE_NS (5000u * WRITE_BUDGET_SLOWDOWN)
+#define FAIR_SHARE_DROP_WRITE_NS WRITE_BUDGET_ALLOWANCE_NS
 
 struct fair_share {
 	int64_t credit_ns;
 	uint64_t pass;  /* the pass credit_ns was topped up for */
-	uint64_t round; /* advances with each pass after one that carried none */
 	int carried;    /* a write of this pass was carried to the next */
 	uint64_t carried_since_ns; /* every pass since then carried some (0: not) */
 	uint64_t carried_cost_ns;  /* what its writes cost since then, and how */
@@ -54,10 +56,8 @@ static inline int share_may_write(struct fair_share *s, uint64_t pass, int64_t q
 {
 	if (s->pass != pass) {
 		/* Passes in between without a write of this user served it. */
-		if (!s->carried || s->pass + 1 != pass) {
-			s->round++;
+		if (!s->carried || s->pass + 1 != pass)
 			s->carried_since_ns = 0;
-		}
 		s->carried = 0;
 		s->pass = pass;
 		s->credit_ns = s->credit_ns < 0 ? s->credit_ns + quantum_ns : quantum_ns;

@@ -181,14 +181,13 @@ static enum scanner_broken efd_write(struct scanner *sc, struct scanner_session 
 {
 	struct scanner_user *u = ss->user;
 	uint64_t cost;
-	/* Charged per round of the user's (fair-share.h), not per pass. */
-	enum scanner_broken why = police_write(&sc->police, u, efd, v, &sc->t.budget,
-					       u->share.round, &cost);
+	enum scanner_broken why = police_write(&sc->police, u, efd, v, &sc->t.budget, &cost);
 
 	share_charge(&u->share, cost);
 	if (why == BROKEN_COST) {
-		ss->cost_pass_ns = u->budget.pass_cost_ns;
-		ss->cost_pass_writes = u->budget.pass_writes;
+		/* The write that took its user over the budget (budget.h). */
+		ss->cost_pass_ns = u->budget.last_costly_ns;
+		ss->cost_pass_writes = 1;
 		ss->cost_streak = u->budget.streak;
 		ss->cost_lately = budget_costly_lately(&u->budget, u->budget.at_ns);
 	}

@@ -75,8 +75,7 @@ static uint64_t thread_cpu_ns(void)
 }
 
 enum scanner_broken police_write(struct write_police *p, struct scanner_user *u, int efd,
-				 uint64_t v, const struct write_budget_cfg *cfg, uint64_t pass,
-				 uint64_t *cost_ns)
+				 uint64_t v, const struct write_budget_cfg *cfg, uint64_t *cost_ns)
 {
 	uint64_t t0 = cuflag_now_ns(), t1, c0 = 0, cost;
 	int cpu = budget_suspect(&u->budget, t0);
@@ -113,7 +112,7 @@ enum scanner_broken police_write(struct write_police *p, struct scanner_user *u,
 		uint64_t c = thread_cpu_ns() - c0;
 		cost = c < cost ? c : cost;
 	}
-	return budget_charge(&u->budget, cfg, cost, cpu, t1, pass) ? BROKEN_COST : BROKEN_NONE;
+	return budget_charge(&u->budget, cfg, cost, cpu, t1) ? BROKEN_COST : BROKEN_NONE;
 }
 
 void police_backstop(struct write_police *p, pthread_t thread)

@@ -3,9 +3,10 @@
  * Why a client was dropped for its eventfds, in one place. A slot's eventfd
  * is a file the client holds too, so each scanner write to it is the
  * client's to make costly or to block:
- * - every write is timed and charged to its user's write budget (budget.h:
- *   epoll watchers make writes costly); a user over the budget is dropped
- *   (BROKEN_COST);
+ * - every write is timed, and what one costs beyond any wake-up is charged
+ *   to its user's write budget (budget.h: epoll watchers make writes
+ *   costly); a user over the budget with costly writes again and again is
+ *   dropped (BROKEN_COST);
  * - a counter near 2^64 fails a non-blocking write (BROKEN_FULL);
  * - a client that cleared O_NONBLOCK on its side and filled the counter
  *   makes the write block: a tick (SIGUSR2 to the scanner thread every
@@ -16,10 +17,11 @@
  *   before each write for CUT_WATCH_NS (the cut watch): the same attack on
  *   a new connection costs nobody a tick;
  * - each user writes its share of a pass, the rest carried to the next
- *   (fair-share.h); a user carried past its share of every pass for
- *   FAIR_SHARE_DROP_NS with writes of FAIR_SHARE_DROP_WRITE_NS or more on
- *   average is dropped too (BROKEN_COST with cost_share set: decided where
- *   the pass carries it, scanner.c carried()).
+ *   (fair-share.h), which bounds many moderately costly writes; a user
+ *   carried past its share of every pass for FAIR_SHARE_DROP_NS with writes
+ *   of FAIR_SHARE_DROP_WRITE_NS or more on average is dropped too
+ *   (BROKEN_COST with cost_share set: decided where the pass carries it,
+ *   scanner.c carried()).
  * What a user is dropped for then costs it a cool-down (penalty.h).
  */
 #ifndef CUFLAGD_WRITE_POLICE_H
@@ -69,14 +71,14 @@ void police_stop(struct write_police *p);
 void police_tick(struct write_police *p, int on);
 
 /*
- * Write v to efd for user u (in scanner pass number pass), timed and charged.
+ * Write v to efd for user u, timed and charged.
  * BROKEN_NONE; BROKEN_COST when the write was made but took its user over
  * the budget; or, when it was not made, why the client must not be served any
- * more. *cost_ns: what it cost (wall time, or CPU time for a suspect).
+ * more. *cost_ns: what it cost on the wall clock, what other clients waited
+ * (the fair share charges that).
  */
 enum scanner_broken police_write(struct write_police *p, struct scanner_user *u, int efd,
-				 uint64_t v, const struct write_budget_cfg *cfg, uint64_t pass,
-				 uint64_t *cost_ns);
+				 uint64_t v, const struct write_budget_cfg *cfg, uint64_t *cost_ns);
 
 /* Main thread, now and then: interrupt a write stalled past WRITE_STALL_NS
  * in thread (the tick should have cut it; this is the backstop). */
