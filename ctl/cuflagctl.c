@@ -15,9 +15,9 @@
 
 enum { EXIT_OK = 0, EXIT_DAEMON = 1, EXIT_USAGE = 2 };
 
-static void usage(FILE *f)
+static void usage(void)
 {
-	fprintf(f,
+	printf(
 		"Usage: cuflagctl [--socket PATH] [--json] COMMAND\n"
 		"Ask a running cuflagd how it is doing.\n\n"
 		"Commands:\n"
@@ -38,6 +38,17 @@ static void usage(FILE *f)
 		"  --version       print the version\n\n"
 		"Exit status: 0 success, 1 the daemon is unreachable or answered an error,\n"
 		"2 usage error.\n");
+}
+
+/* A usage error: one line (what, and the word it is about), then where the
+ * usage is; EXIT_USAGE. what NULL: getopt_long has printed the line. */
+static int usage_error(const char *what, const char *word)
+{
+	if (what)
+		fprintf(stderr, "cuflagctl: %s%s%s%s\n", what, word ? " '" : "", word ? word : "",
+			word ? "'" : "");
+	fprintf(stderr, "Try 'cuflagctl --help' for the commands and options.\n");
+	return EXIT_USAGE;
 }
 
 static int run_counters(struct ctl_conn *c, int json, int brief)
@@ -125,34 +136,28 @@ int main(int argc, char **argv)
 			once = 1;
 			break;
 		case 'h':
-			usage(stdout);
+			usage();
 			return EXIT_OK;
 		case O_VERSION:
 			printf("cuflagctl %s (protocol %u)\n", CUFLAG_VERSION, CUFLAG_PROTO_VERSION);
 			return EXIT_OK;
-		default:
-			usage(stderr);
-			return EXIT_USAGE;
+		default: /* getopt_long has said which option */
+			return usage_error(NULL, NULL);
 		}
 	}
 	if (optind + 1 != argc) {
-		fprintf(stderr, "cuflagctl: %s\n",
-			optind == argc ? "a command is needed" : "one command at a time");
-		usage(stderr);
-		return EXIT_USAGE;
+		return usage_error(optind == argc ? "a command is needed" : "one command at a time",
+				   NULL);
 	}
 	cmd = argv[optind];
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "clients") &&
 	    strcmp(cmd, "stuck") && strcmp(cmd, "metrics") && strcmp(cmd, "top")) {
-		fprintf(stderr, "cuflagctl: unknown command '%s'\n", cmd);
-		usage(stderr);
-		return EXIT_USAGE;
+		return usage_error("unknown command", cmd);
 	}
 	if (!path || !path[0])
 		path = CUFLAG_DEFAULT_SOCKET;
 	if (listen && strcmp(cmd, "metrics")) {
-		fprintf(stderr, "cuflagctl: --listen goes with metrics\n");
-		return EXIT_USAGE;
+		return usage_error("--listen goes with metrics", NULL);
 	}
 	/* These two ask the daemon again and again, each time afresh. */
 	if (listen)

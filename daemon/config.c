@@ -14,9 +14,11 @@
 #include "region-guard.h"
 #include "scanner.h"
 
-static void usage(FILE *f)
+#define TRY_HELP "Try 'cuflagd --help' for the options.\n"
+
+static void usage(void)
 {
-	fprintf(f,
+	printf(
 		"Usage: cuflagd [OPTIONS]\n"
 		"GPU completion flags for every process on the node.\n\n"
 		"  --socket PATH             listen on PATH (default: socket activation, else\n"
@@ -157,6 +159,9 @@ static int parse_num(struct cuflagd_config *cfg, const struct num_opt *o, const 
 	snprintf(opt, sizeof(opt), "--%s", o->name);
 	if (parse_u64(opt, arg, o->min, o->max, &v))
 		return -EINVAL;
+	if (o->off == offsetof(struct cuflagd_config, max_clients) ||
+	    o->off == offsetof(struct cuflagd_config, slots_per_client))
+		cfg->sized_by_operator = 1;
 	if (o->wide)
 		memcpy((char *)cfg + o->off, &v, sizeof(v));
 	else
@@ -237,13 +242,13 @@ static int parse_other(struct cuflagd_config *cfg, int c, const char *arg)
 		cfg->no_metrics = 1;
 		return 0;
 	case 'h':
-		usage(stdout);
+		usage();
 		return 1;
 	case O_VERSION:
 		printf("cuflagd %s (protocol %u)\n", CUFLAG_VERSION, CUFLAG_PROTO_VERSION);
 		return 1;
-	default:
-		usage(stderr);
+	default: /* getopt_long has said which option, in one line */
+		fputs(TRY_HELP, stderr);
 		return -EINVAL;
 	}
 }
@@ -327,7 +332,7 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 			return rc;
 	}
 	if (optind < argc) {
-		fprintf(stderr, "cuflagd: unexpected argument '%s'\n", argv[optind]);
+		fprintf(stderr, "cuflagd: unexpected argument '%s'\n%s", argv[optind], TRY_HELP);
 		return -EINVAL;
 	}
 	return finish(cfg);

@@ -36,6 +36,8 @@ struct cuflagd_config {
 	int test_hooks;              /* SIGUSR1 freezes the scanner (tests only) */
 	uint64_t stuck_ms;           /* a slot armed this long with no progress is stuck */
 	int no_metrics;              /* --no-metrics: no arm -> done times, no stuck work */
+	int sized_by_operator;       /* --max-clients or --slots-per-client given: a
+				      * limit that cannot hold them is warned about */
 };
 
 /*

@@ -12,8 +12,11 @@
 
 /*
  * Each client holds an eventfd per slot here: take the whole hard limit of
- * open files (the soft one is often 1024), and say so when even that cannot
- * hold every client's slots.
+ * open files (the soft one is often 1024). By default the daemon fits
+ * itself to that limit (no user's slots may take more than a quarter of the
+ * fds left for slots, --max-slots-per-uid) and says so at level info; only
+ * client and slot limits an operator gave that the limit cannot hold are
+ * warned about, in the words of whoever set the limit.
  */
 static void raise_fd_limit(struct cuflagd_config *cfg)
 {
@@ -27,22 +30,27 @@ static void raise_fd_limit(struct cuflagd_config *cfg)
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			log_warn("cannot raise the open-file limit: %s", strerror(errno));
 	}
-	/* No user may take more than a quarter of the fds left for slots. */
 	if (!cfg->max_slots_per_uid) {
 		uint64_t share = (uint64_t)cfg->slots_per_client * cfg->max_clients_per_uid;
 		if (rl.rlim_cur != RLIM_INFINITY && (rl.rlim_cur - 256) / 4 < share)
 			share = rl.rlim_cur > 1280 ? (rl.rlim_cur - 256) / 4 : 256;
 		cfg->max_slots_per_uid = share > UINT32_MAX ? UINT32_MAX : (uint32_t)share;
 	}
-	/* Said in the words of whoever set the limit: a unit (systemd sets
-	 * INVOCATION_ID for what it starts) or the shell. */
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
-		log_warn("open-file limit %llu is below what %u clients x %u slots need (%llu): "
-			 "%s, or lower --max-clients / --slots-per-client",
-			 (unsigned long long)rl.rlim_cur, cfg->max_clients, cfg->slots_per_client,
-			 (unsigned long long)want,
-			 getenv("INVOCATION_ID") ? "raise LimitNOFILE= in the unit"
-						 : "raise the hard limit (ulimit -Hn, as root)");
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+		return;
+	if (!cfg->sized_by_operator) {
+		log_info("open-file limit %llu: slots with an eventfd of their own share it, "
+			 "at most %u a user (--max-slots-per-uid)",
+			 (unsigned long long)rl.rlim_cur, cfg->max_slots_per_uid);
+		return;
+	}
+	/* INVOCATION_ID: systemd sets it for what it starts. */
+	log_warn("open-file limit %llu is below what %u clients x %u slots need (%llu): "
+		 "%s, or lower --max-clients / --slots-per-client",
+		 (unsigned long long)rl.rlim_cur, cfg->max_clients, cfg->slots_per_client,
+		 (unsigned long long)want,
+		 getenv("INVOCATION_ID") ? "raise LimitNOFILE= in the unit"
+					 : "raise the hard limit (ulimit -Hn, as root)");
 }
 
 int main(int argc, char **argv)

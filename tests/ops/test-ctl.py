@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 
-from opsutil import ctl, ctl_json, expect, running_daemon, wait_for
+from opsutil import CUFLAGD, ctl, ctl_json, expect, running_daemon, wait_for
 
 SLOT_HOLDER = os.environ["SLOT_HOLDER"]
 
@@ -160,9 +160,11 @@ def check_holder(sock, holder_pid, epoch):
 def expect_parked_why(sock, mode, why):
     """Parked with slots pending, explained as the scanner mode has it."""
     expect(ctl_json(sock, "status")["scanner_mode"] == mode, f"scanner mode {mode}")
+    # The adaptive scanner wakes for a look every backstop: the table is
+    # asked until it catches it parked, as the JSON was.
     wait_for("the scanner to park", lambda: ctl_json(sock, "status")["scanner"] == "parked")
-    human = ctl("--socket", sock, "status").stdout
-    expect(why in human, f"{mode}: parked next to pending explained: {human}")
+    wait_for(f"{mode}: parked next to pending explained ({why})",
+             lambda: why in ctl("--socket", sock, "status").stdout)
 
 
 def check_spin_mode(tmp):
@@ -178,12 +180,28 @@ def check_spin_mode(tmp):
         expect(holder.wait(timeout=10) == 0, "holder exits cleanly")
 
 
+def expect_one_line(err, prog, args, pointer=True):
+    """A usage error says what is wrong in a line, then (where the usage is
+    the answer) where to read it: not the whole usage."""
+    lines = err.splitlines()
+    expect(len(lines) <= 2 and prog in lines[0],
+           f"{prog} {args}: one line, not the usage: {err}")
+    if pointer:
+        expect(f"'{prog} --help'" in lines[-1], f"{prog} {args}: a pointer to --help: {err}")
+
+
 def check_errors(tmp, sock):
     r = ctl("--socket", os.path.join(tmp, "none.sock"), "status", check=False)
     expect(r.returncode == 1 and r.stderr and not r.stdout, "unreachable daemon: exit 1")
     for args in ([], ["bogus"], ["status", "stats"], ["--nope", "status"]):
         r = ctl("--socket", sock, *args, check=False)
         expect(r.returncode == 2 and r.stderr, f"usage error {args}: exit 2")
+        expect_one_line(r.stderr, "cuflagctl", args)
+    # cuflagd too: a wrong option is one line and where to read more.
+    for args in (["--bogus"], ["--max-clients", "x"], ["extra"]):
+        r = subprocess.run([CUFLAGD, *args], capture_output=True, text=True, timeout=10)
+        expect(r.returncode == 2 and not r.stdout, f"cuflagd {args}: exit 2")
+        expect_one_line(r.stderr, "cuflagd", args, pointer=args != ["--max-clients", "x"])
     expect(ctl("--help").stdout.startswith("Usage:"), "--help")
     # $CUFLAG_SOCKET is the default socket.
     r = ctl("status", "--json", env=dict(os.environ, CUFLAG_SOCKET=sock))

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""cuflagd under an open-file limit too low for its client and slot limits
-says so in the words of whoever set the limit: started by hand, the hard
-limit (ulimit -Hn) and never systemd's LimitNOFILE; started by systemd
-(which sets INVOCATION_ID for what it starts), LimitNOFILE= in the unit.
-Under the same limit, client and slot limits that fit it bring no warning."""
+"""cuflagd under an open-file limit below what its client and slot limits
+could need. By default it fits itself to the limit (the fds left for slots
+shared, a quarter a user) and says so at level info, with no warning. Limits
+an operator gave that the open-file limit cannot hold are warned about in
+the words of whoever set the limit: started by hand, the hard limit (ulimit
+-Hn) and never systemd's LimitNOFILE; started by systemd (which sets
+INVOCATION_ID for what it starts), LimitNOFILE= in the unit. Under the same
+limit, client and slot limits that fit it bring no line at all."""
 import os
 import resource
 import select
@@ -55,12 +58,21 @@ def main():
     with tempfile.TemporaryDirectory(prefix="cuflag-fdlimit-") as tmp:
         sock = os.path.join(tmp, "cuflagd.sock")
 
-        w = warning(start_log(sock))
-        expect(w and f"open-file limit {LIMIT} is below" in w, f"by hand: warned: {w}")
+        lines = start_log(sock)
+        expect(not [ln for ln in lines if ln.startswith(("<0>", "<1>", "<2>", "<3>", "<4>"))],
+               f"by default: no warning: {lines}")
+        w = warning(lines)
+        expect(w and w.startswith("<6>") and f"open-file limit {LIMIT}:" in w,
+               f"by default: the sizing said at level info: {lines}")
+
+        given = ("--max-clients", "256", "--slots-per-client", "1024")
+        w = warning(start_log(sock, *given))
+        expect(w and w.startswith("<4>") and f"open-file limit {LIMIT} is below" in w,
+               f"limits given: warned: {w}")
         expect("ulimit -Hn" in w, f"by hand: the shell's words: {w}")
         expect("LimitNOFILE" not in w, f"by hand: no systemd directive: {w}")
 
-        w = warning(start_log(sock, invocation="0123456789abcdef0123456789abcdef"))
+        w = warning(start_log(sock, *given, invocation="0123456789abcdef0123456789abcdef"))
         expect(w and "raise LimitNOFILE= in the unit" in w, f"under systemd: the unit's: {w}")
         expect("ulimit" not in w, f"under systemd: not the shell's words: {w}")
 
