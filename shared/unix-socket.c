@@ -2,6 +2,7 @@
 #include "unix-socket.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -9,6 +10,14 @@
 #include <sys/un.h>
 
 #include "fd-util.h"
+#include "group-name.h"
+
+/* Why this thread's last connect was refused, said of that path on this
+ * host: written by that failure only, so a hint handed out stays as it was
+ * until this thread's next refused connect. */
+static __thread char denied[512];
+
+static void explain_denied(const char *path);
 
 static int unix_connect(const char *path, unsigned timeout_s, int type)
 {
@@ -37,7 +46,64 @@ static int unix_connect(const char *path, unsigned timeout_s, int type)
 	return fd;
 fail:
 	safe_close(fd); /* keeps errno */
+	if (errno == EACCES || errno == EPERM)
+		explain_denied(path); /* keeps errno */
 	return -errno;
+}
+
+/* The group of the socket at path or, where this process cannot reach it,
+ * of the nearest directory on its way it can see: -1 when neither. */
+static int path_group(const char *path, gid_t *gid)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct stat st;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	while (stat(dir, &st) < 0) {
+		slash = strrchr(dir, '/');
+		if (!slash || slash == dir)
+			return -1;
+		*slash = 0;
+	}
+	*gid = st.st_gid;
+	return 0;
+}
+
+static void explain_denied(const char *path)
+{
+	int saved = errno, named;
+	char name[64];
+	gid_t gid;
+
+	denied[0] = 0;
+	if (path_group(path, &gid) < 0)
+		return;
+	cuflag_group_name(gid, name, sizeof(name), &named);
+	if (gid == 0)
+		snprintf(denied, sizeof(denied),
+			 "not allowed to use the socket or to enter its directory: its group is "
+			 "root, so only root may (cuflagd --socket-group GROUP lets that group's "
+			 "members in)");
+	else if (named)
+		snprintf(denied, sizeof(denied),
+			 "not allowed to use the socket or to enter its directory: join its group "
+			 "%s (as root: usermod -a -G %s USER; the user's next login has it, or "
+			 "newgrp %s in a shell)", name, name, name);
+	else
+		snprintf(denied, sizeof(denied),
+			 "not allowed to use the socket or to enter its directory: its group is "
+			 "gid %s, which has no name on this host: run with gid %s among the "
+			 "process's groups (in a pod: securityContext.supplementalGroups)",
+			 name, name);
+	errno = saved;
+}
+
+/* systemd is this host's service manager (sd_booted()'s test). */
+static int systemd_booted(void)
+{
+	struct stat st;
+	return lstat("/run/systemd/system", &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 const char *cuflag_unix_connect_hint(int err)
@@ -45,17 +111,24 @@ const char *cuflag_unix_connect_hint(int err)
 	switch (err) {
 	case -EACCES:
 	case -EPERM:
-		/* The group is whatever the daemon's unit or --socket-group says
-		 * (a pod's may be any): name the packages' one only as such. */
+		if (denied[0])
+			return denied;
 		return "not allowed to use the socket or to enter its directory: join the "
 		       "socket's group (ls -l on the socket or its directory shows it; cuflag, "
 		       "as the packages set it up: usermod -a -G cuflag $USER, then log in "
 		       "again)";
 	case -ENOENT:
-		return "no socket there: is cuflagd running (systemctl status cuflagd.socket)? "
-		       "Else set CUFLAG_SOCKET to the path it listens on";
+		return systemd_booted()
+			       ? "no socket there: is cuflagd running (systemctl status "
+				 "cuflagd.socket)? Else set CUFLAG_SOCKET to the path it listens on"
+			       : "no socket there: is cuflagd running (as root: cuflagd "
+				 "--socket-group GROUP)? Else set CUFLAG_SOCKET to the path it "
+				 "listens on";
 	case -ECONNREFUSED:
-		return "nobody listens on that socket: start cuflagd (or cuflagd.socket)";
+		return systemd_booted() ? "nobody listens on that socket: start cuflagd "
+					  "(systemctl start cuflagd.socket)"
+					: "nobody listens on that socket: start cuflagd (as root: "
+					  "cuflagd --socket-group GROUP)";
 	case -ENOTSOCK:
 		return "that is not a socket: name the socket itself, such as "
 		       "/run/cuflagd/cuflagd.sock, not its directory";

@@ -17,6 +17,16 @@
  *                   costly passes of its user come in a row.
  * The attacker advances every flag as fast as it can, reconnects when
  * dropped, and goes on until its user is refused (cooled down).
+ *
+ * The write never blocks: the fair share bounds what many moderately costly
+ * writes cost the others, the write budget drops a user whose single writes
+ * cost far beyond any wake-up, again and again. What a watcher costs is the
+ * machine's, so the attacks that must show the budget firing run against a
+ * daemon with a low budget (test-attack.c) and must end dropped and cooled
+ * down. fanout-nobind's writes (a few hundred watchers each) cost what a
+ * wake-up costs on a virtual machine: no budget can tell them from honest
+ * ones, and the victim's wakes (judged as in every attack) show that the
+ * share holds; a drop is noted, not required.
  */
 #include <errno.h>
 #include <poll.h>
@@ -34,8 +44,8 @@
 /* Up to 1024 slots: the daemon's default slots per client. */
 #define SLOTS 1024
 /* Epolls per process watching the one bound eventfd. 19 000 watchers made a
- * write cost 1.3 ms, so 18 000 make each write cost several times what a
- * pass may; more (a hard limit of 10^6 is common) would only make the setup
+ * write cost 1.3 ms, so 18 000 make each write cost several times the write
+ * allowance; more (a hard limit of 10^6 is common) would only make the setup
  * slow on a small machine. */
 #define BIND_EPOLLS 18000
 /* Without BIND every watcher costs one registration per slot: 256 epolls x
@@ -45,8 +55,11 @@
 #define NOBIND_EPOLLS 256
 #define HELPERS 4
 /* Rounds: a user's first two strikes are let go, the third cools it down;
- * the fourth connect must be refused. */
+ * the fourth connect must be refused. fanout-nobind, which need not be
+ * dropped, shows the share holding across a reconnect in two: each of its
+ * rounds sets up 262 144 watchers, seconds of the attacker's CPU. */
 #define ROUNDS 4
+#define NOBIND_ROUNDS 2
 /* A round the daemon does not end by itself ends here. */
 #define ROUND_MS 1500
 
@@ -225,7 +238,7 @@ static void attacker_main(void *arg)
 		attack_mark("%d epolls made", nwatch);
 	}
 	f->efd = efd;
-	rounds_run(&f->r, ROUNDS, round_fn, f);
+	rounds_run(&f->r, f->mode == NOBIND ? NOBIND_ROUNDS : ROUNDS, round_fn, f);
 	atomic_store(&f->stop, 1);
 	for (int i = 0; i < f->helpers; i++)
 		waitpid(helpers[i], NULL, 0);
@@ -243,7 +256,10 @@ static void fanout(const char *name, enum fanout_mode mode, int helpers)
 	attacker_run(name, 19, attacker_main, f, 30000);
 	snprintf(w.outcome, sizeof(w.outcome), "%d slots, %ld watchers; ", atomic_load(&f->slots),
 		 atomic_load(&f->watchers));
-	expect_dropped_and_cooled(&w, &f->r);
+	if (mode == NOBIND)
+		note_dropped(&w, &f->r);
+	else
+		expect_dropped_and_cooled(&w, &f->r);
 	window_close(&w);
 }
 

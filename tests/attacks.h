@@ -40,5 +40,9 @@ struct rounds {
 void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg);
 /* Check that the attacker was dropped and then cooled down; note it in w. */
 void expect_dropped_and_cooled(struct window *w, struct rounds *r);
+/* Note in w whether the attacker was dropped and cooled down, for an attack
+ * judged by what the others see (window_close): "dropped, or the victim
+ * unharmed". A drop must still be logged, and every connect must work. */
+void note_dropped(struct window *w, struct rounds *r);
 
 #endif

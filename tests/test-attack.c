@@ -7,7 +7,8 @@
  * p99 <= 5 ms and max <= 100 ms, root's `cuflagctl status` and another
  * user's HELLO answered within 1 s, no watchdog ping missed, the daemon's
  * fds and memory back to where they were, SIGTERM obeyed within 2 s, and
- * the attacker dropped or cooled down where it misbehaved. Needs root (exit
+ * the attacker dropped and cooled down where a defence must fire (the daemon
+ * configured so that it fires on any machine). Needs root (exit
  * 77 otherwise). ATTACK_VERBOSE=1 prints the attacker's timeline always.
  */
 #include <errno.h>
@@ -34,16 +35,23 @@ static const char *const unguarded[] = { "--region-guard", "off", NULL };
 
 static const char *const pending_limit[] = { "--max-pending-per-uid", "16384", NULL };
 
+/* The write budget's drop shown on any machine: what 18 000 epoll watchers
+ * cost a write is the machine's, and a fast one may put it little beyond the
+ * write allowance, which the default budget then drains as fast as it comes
+ * (those writes are bounded by the fair share, as fanout-nobind's are). With
+ * the lowest budget the third costly write close to the others drops. */
+static const char *const low_budget[] = { "--write-budget-us", "100", NULL };
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 	const char *const *args;
 } attacks[] = {
-	{ "fanout-bind", attack_fanout_bind, no_args },
+	{ "fanout-bind", attack_fanout_bind, low_budget },
 	{ "fanout-nobind", attack_fanout_nobind, no_args },
-	{ "fanout-helpers", attack_fanout_helpers, no_args },
-	{ "fanout-group", attack_fanout_group, no_args },
-	{ "fanout-alternate", attack_fanout_alternate, no_args },
+	{ "fanout-helpers", attack_fanout_helpers, low_budget },
+	{ "fanout-group", attack_fanout_group, low_budget },
+	{ "fanout-alternate", attack_fanout_alternate, low_budget },
 	{ "linger", attack_linger, no_args },
 	{ "many-fds", attack_many_fds, no_args },
 	{ "flood", attack_flood, no_args },
@@ -83,29 +91,47 @@ void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg)
 		atomic_store(&r->busy, 1);
 }
 
-void expect_dropped_and_cooled(struct window *w, struct rounds *r)
+/* Note the attacker's rounds in w; whether it was dropped (seen by the
+ * attacker and counted by the daemon), with how many log lines naming it. */
+static int rounds_outcome(struct window *w, struct rounds *r, int *lines)
 {
 	size_t len = strlen(w->outcome);
 	uint64_t dropped = daemon_dropped() - w->dropped0;
 	char who[64];
-	int lines;
 
 	snprintf(who, sizeof(who), "pid=%d uid=%d", atomic_load(&r->pid), UID_ATTACKER);
-	lines = window_log_count(w, who, "dropped");
+	*lines = window_log_count(w, who, "dropped");
 
 	snprintf(w->outcome + len, sizeof(w->outcome) - len,
 		 "dropped in %d of %d rounds (STATS +%llu, %d log lines), %s",
 		 atomic_load(&r->dropped), atomic_load(&r->rounds), (unsigned long long)dropped,
-		 lines, atomic_load(&r->busy) ? "then HELLO -EBUSY" : "never cooled down");
+		 *lines, atomic_load(&r->busy) ? "then HELLO -EBUSY" : "never cooled down");
 	if (atomic_load(&r->err))
 		fail("%s: the attacker's connect failed: %s", w->name,
 		     strerror(-atomic_load(&r->err)));
-	if (!atomic_load(&r->dropped) || !dropped)
+	return atomic_load(&r->dropped) && dropped;
+}
+
+void expect_dropped_and_cooled(struct window *w, struct rounds *r)
+{
+	int lines;
+
+	if (!rounds_outcome(w, r, &lines))
 		fail("%s: the attacker was never dropped", w->name);
 	if (!lines)
-		fail("%s: no log line names the attacker (%s) and its drop", w->name, who);
+		fail("%s: no log line names the attacker (pid=%d) and its drop", w->name,
+		     atomic_load(&r->pid));
 	if (!atomic_load(&r->busy))
 		fail("%s: the attacker's user was never refused with -EBUSY (cool-down)", w->name);
+}
+
+void note_dropped(struct window *w, struct rounds *r)
+{
+	int lines;
+
+	if (rounds_outcome(w, r, &lines) && !lines)
+		fail("%s: no log line names the attacker (pid=%d) and its drop", w->name,
+		     atomic_load(&r->pid));
 }
 
 int main(int argc, char **argv)
