@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "answer.h"
 #include "latency-hist.h"
 #include "request.h"
 #include "server.h"
@@ -136,15 +137,10 @@ struct visible {
 	uint32_t slots;
 };
 
-static int sees(const struct session *asker, const struct session *o)
-{
-	return asker->admin || o->uid == asker->uid;
-}
-
 static void sum_stuck(struct session *o, void *arg)
 {
 	struct visible *v = arg;
-	if (sees(v->asker, o))
+	if (answer_sees(v->asker, o))
 		v->stuck += o->met.stuck;
 }
 
@@ -155,7 +151,8 @@ static void sum_slots(struct session *o, void *arg)
 		v->slots += o->slots.nlive;
 }
 
-static int send_daemon(struct server *srv, struct session *s, struct request *req)
+static int emit_daemon(struct server *srv, struct session *s, struct answer *a,
+		       struct loop_work *w)
 {
 	struct cuflag_metrics_daemon d;
 	struct visible v = { .asker = s };
@@ -196,7 +193,9 @@ static int send_daemon(struct server *srv, struct session *s, struct request *re
 	d.sleeping_ns = st.sleeping_ns;
 	d.spinning_ns = st.spinning_ns;
 	memcpy(d.bounds_ns, lhist_bounds_ns, sizeof(d.bounds_ns));
-	return req_reply_ok(s, req, &d, sizeof(d), NULL, 0);
+	/* Its totals walk every client three times. */
+	w->sessions += 3 * srv->users.total[USER_CONNS];
+	return answer_emit(a, &d, sizeof(d));
 }
 
 static void fill_user(struct cuflag_metrics_user *r, struct server *srv, uid_t uid,
@@ -223,37 +222,28 @@ static void fill_user(struct cuflag_metrics_user *r, struct server *srv, uid_t u
 }
 
 /* The users the asker may see (itself; root and the admin group: all), those
- * connected first, at most DROP_USERS in all. */
-static int send_users(struct server *srv, struct session *s, struct request *req)
+ * connected first, at most DROP_USERS in all, into uids. */
+static uint32_t users_seen(struct server *srv, const struct session *s, uid_t *uids)
 {
-	struct cuflag_metrics_user r;
-	uint64_t now = cuflag_now_ms();
-	unsigned sent = 0;
-	int rc = 0;
+	uint32_t n = 0;
 
 	if (!s->admin) {
-		fill_user(&r, srv, s->uid, user_find(&srv->users, s->uid), now);
-		return req_reply_ok(s, req, &r, sizeof(r), NULL, 0);
+		uids[n++] = s->uid;
+		return n;
 	}
-	for (unsigned i = 0; i < USERS_BUCKETS && !rc; i++)
-		for (struct user *u = srv->users.bucket[i]; u && !rc && sent < DROP_USERS;
-		     u = u->next, sent++) {
-			fill_user(&r, srv, u->uid, u, now);
-			rc = req_reply_ok(s, req, &r, sizeof(r), NULL, 0);
-		}
-	for (unsigned i = 0; i < DROP_USERS && !rc && sent < DROP_USERS; i++) {
+	for (unsigned i = 0; i < USERS_BUCKETS; i++)
+		for (struct user *u = srv->users.bucket[i]; u && n < DROP_USERS; u = u->next)
+			uids[n++] = u->uid;
+	for (unsigned i = 0; i < DROP_USERS && n < DROP_USERS; i++) {
 		const struct drop_table_entry *e = &srv->drops.e[i];
-		if (!e->last_ms || user_find(&srv->users, e->uid))
-			continue;
-		fill_user(&r, srv, e->uid, NULL, now);
-		rc = req_reply_ok(s, req, &r, sizeof(r), NULL, 0);
-		sent++;
+		if (e->last_ms && !user_find(&srv->users, e->uid))
+			uids[n++] = e->uid;
 	}
-	return rc;
+	return n;
 }
 
 static void fill_client(struct cuflag_metrics_client *r, struct server *srv,
-			const struct session *o, struct lhist_snap *snap)
+			const struct session *o, struct lhist_snap *snap, struct loop_work *w)
 {
 	const struct client_ident *id = &o->met.ident;
 	uint64_t now = cuflag_now_ns(), oldest;
@@ -275,6 +265,7 @@ static void fill_client(struct cuflag_metrics_client *r, struct server *srv,
 	r->completions = atomic_load_explicit(&o->scan->n_done, memory_order_relaxed);
 	r->wakes = atomic_load_explicit(&o->scan->n_wakes, memory_order_relaxed);
 	if (!srv->cfg->no_metrics) {
+		w->slots += o->slots.n;
 		stuck_scan(o, now, srv->cfg->stuck_ms * 1000000u, &r->stuck, &oldest);
 		r->oldest_wait_ms = oldest / 1000000u;
 	}
@@ -290,65 +281,91 @@ static void fill_client(struct cuflag_metrics_client *r, struct server *srv,
 	memcpy(r->cgroup, id->cgroup, sizeof(r->cgroup));
 }
 
-/* A page being chosen: the visible clients with the lowest ids above after. */
-struct page {
-	const struct session *asker;
-	uint32_t after, n;
-	const struct session *out[CUFLAG_METRICS_PAGE];
+/* Users sent per step, and clients looked at per step at most. */
+#define USERS_STEP 8u
+#define CLIENTS_STEP 4u
+
+/* Where a METRICS answer stands. */
+enum metrics_phase { PHASE_DAEMON, PHASE_USERS, PHASE_CLIENTS, PHASE_END };
+
+struct metrics_answer {
+	enum metrics_phase phase;
+	uint32_t after;      /* the page's clients with ids up to this are sent */
+	uint32_t next_after; /* where the next page starts (0: none); its last id */
+	uint32_t nuids, uid_at;
+	uid_t uids[DROP_USERS];
+	struct cuflag_metrics_client rec;
+	struct lhist_snap snap;
 };
 
-static void page_take(struct session *o, void *arg)
+/* The page: up to CUFLAG_METRICS_PAGE visible clients with ids above after,
+ * lowest first. Chosen when the answer starts (its last id bounds it), sent
+ * a few clients a step: one that leaves meanwhile is left out, one that
+ * comes has a higher id than any and waits for the next page. */
+static int metrics_build(struct server *srv, struct session *s, void *state, struct answer *a,
+			 struct loop_work *w)
 {
-	struct page *p = arg;
-	uint32_t at;
+	struct metrics_answer *ma = state;
+	struct cuflag_metrics_user u;
+	struct cuflag_metrics_end end = { .kind = CUFLAG_METRICS_END };
+	struct session *page[CLIENTS_STEP];
+	uint64_t bound = loop_step_slots(&answer_prices, LOOP_STEP_NS);
+	uint32_t upto, n, i;
+	int rc = 0;
 
-	if (o->id <= p->after || !sees(p->asker, o))
-		return;
-	if (p->n == CUFLAG_METRICS_PAGE && o->id > p->out[p->n - 1]->id)
-		return;
-	at = p->n < CUFLAG_METRICS_PAGE ? p->n++ : p->n - 1;
-	while (at > 0 && p->out[at - 1]->id > o->id) {
-		p->out[at] = p->out[at - 1];
-		at--;
+	switch (ma->phase) {
+	case PHASE_DAEMON:
+		ma->phase = PHASE_USERS;
+		ma->nuids = users_seen(srv, s, ma->uids);
+		return emit_daemon(srv, s, a, w);
+	case PHASE_USERS:
+		for (uint32_t k = 0; k < USERS_STEP && ma->uid_at < ma->nuids && !rc; k++) {
+			uid_t uid = ma->uids[ma->uid_at++];
+			w->sessions += srv->users.total[USER_CONNS];
+			fill_user(&u, srv, uid, user_find(&srv->users, uid), cuflag_now_ms());
+			rc = answer_emit(a, &u, sizeof(u));
+		}
+		if (ma->uid_at == ma->nuids)
+			ma->phase = PHASE_CLIENTS;
+		return rc;
+	case PHASE_CLIENTS:
+		upto = ma->next_after ? ma->next_after : UINT32_MAX;
+		n = answer_page(srv, s, ma->after, upto, page, CLIENTS_STEP, w);
+		for (i = 0; i < n && !rc && w->slots < bound; i++) {
+			fill_client(&ma->rec, srv, page[i], &ma->snap, w);
+			rc = answer_emit(a, &ma->rec, sizeof(ma->rec));
+			ma->after = page[i]->id;
+		}
+		if (i == n && (n < CLIENTS_STEP || ma->after == upto))
+			ma->phase = PHASE_END;
+		return rc;
+	case PHASE_END:
+		end.next_after = ma->next_after;
+		rc = answer_emit(a, &end, sizeof(end));
+		return rc ? rc : 1;
 	}
-	p->out[at] = o;
+	return -EINVAL;
 }
 
-/* Up to CUFLAG_METRICS_PAGE visible clients with ids above after, lowest
- * first, into p; returns where the next page starts (0: none). */
-static uint32_t page_of(struct server *srv, struct page *p)
-{
-	registry_each(&srv->reg, REG_ATTACHED, page_take, p);
-	return p->n == CUFLAG_METRICS_PAGE ? p->out[p->n - 1]->id : 0;
-}
+static const struct answer_ops metrics_ops = { "METRICS", metrics_build, free };
 
 int req_metrics(struct server *srv, struct session *s, struct request *req)
 {
-	struct page page = { .asker = s };
+	struct metrics_answer *ma = calloc(1, sizeof(*ma));
+	struct session *page[CUFLAG_METRICS_PAGE];
 	struct cuflag_msg_metrics m;
-	struct cuflag_metrics_client *r = malloc(sizeof(*r));
-	struct lhist_snap *snap = malloc(sizeof(*snap));
-	struct cuflag_metrics_end end = { .kind = CUFLAG_METRICS_END };
-	int rc = 0;
+	struct loop_work w = { 0 };
 
-	if (!r || !snap) {
-		free(r);
-		free(snap);
+	if (!ma) {
 		req->why = "out of memory";
 		return REQ_REFUSE(-ENOMEM);
 	}
 	memcpy(&m, req->body, sizeof(m));
-	if (!m.after_id && !(rc = send_daemon(srv, s, req)))
-		rc = send_users(srv, s, req);
-	page.after = m.after_id;
-	end.next_after = page_of(srv, &page);
-	for (uint32_t i = 0; i < page.n && !rc; i++) {
-		fill_client(r, srv, page.out[i], snap);
-		rc = req_reply_ok(s, req, r, sizeof(*r), NULL, 0);
-	}
-	if (!rc)
-		rc = req_reply_ok(s, req, &end, sizeof(end), NULL, 0);
-	free(r);
-	free(snap);
-	return rc;
+	ma->phase = m.after_id ? PHASE_CLIENTS : PHASE_DAEMON;
+	ma->after = m.after_id;
+	if (answer_page(srv, s, m.after_id, UINT32_MAX, page, CUFLAG_METRICS_PAGE, &w) ==
+	    CUFLAG_METRICS_PAGE)
+		ma->next_after = page[CUFLAG_METRICS_PAGE - 1]->id;
+	answer_charge(srv, s, &w);
+	return answer_start(srv, s, req, &metrics_ops, ma);
 }

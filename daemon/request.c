@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "answer.h"
 #include "closer.h"
 #include "fdpass.h"
 #include "proto.h"
@@ -399,48 +400,71 @@ static int req_stats(struct server *srv, struct session *s, struct request *req)
 	r.spinning_ns = st.spinning_ns;
 	r.timer_late_ns = st.timer_late_ns;
 	snprintf(r.daemon_version, sizeof(r.daemon_version), "%s", CUFLAG_VERSION);
+	/* Its totals walk every client twice. */
+	answer_charge(srv, s, &(struct loop_work){ .sessions = 2 * srv->users.total[USER_CONNS] });
 	return req_reply_ok(s, req, &r, sizeof(r), NULL, 0);
 }
 
-struct clients_walk {
-	struct server *srv;
-	struct session *asker;
-	struct request *req;
-	int rc;
+/* Clients listed per step of a CLIENTS answer. */
+#define CLIENTS_STEP 16u
+
+/* Where a CLIENTS answer stands: the clients with ids up to after are sent. */
+struct clients_answer {
+	uint32_t after;
 };
 
-static void client_info(struct session *o, void *arg)
+static void client_info(struct server *srv, const struct session *o,
+			struct cuflag_msg_client_info *ci)
 {
-	struct clients_walk *w = arg;
-	struct cuflag_msg_client_info ci;
-
-	if (w->rc || (!w->asker->admin && o->uid != w->asker->uid))
-		return;
-	memset(&ci, 0, sizeof(ci));
-	ci.client_id = o->id;
-	ci.pid = o->pid;
-	ci.uid = o->uid;
-	ci.gid = o->gid;
-	ci.slots = o->slots.nlive;
-	ci.armed = atomic_load_explicit(&o->scan->n_armed, memory_order_relaxed);
-	ci.wakes = atomic_load_explicit(&o->scan->n_wakes, memory_order_relaxed);
-	ci.pending = atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
-	ci.connected_ms = o->connected_ms - w->srv->start_ms;
-	ci.age_s = (uint32_t)((cuflag_now_ms() - o->connected_ms) / 1000u);
-	w->rc = req_reply_ok(w->asker, w->req, &ci, sizeof(ci), NULL, 0);
+	memset(ci, 0, sizeof(*ci));
+	ci->client_id = o->id;
+	ci->pid = o->pid;
+	ci->uid = o->uid;
+	ci->gid = o->gid;
+	ci->slots = o->slots.nlive;
+	ci->armed = atomic_load_explicit(&o->scan->n_armed, memory_order_relaxed);
+	ci->wakes = atomic_load_explicit(&o->scan->n_wakes, memory_order_relaxed);
+	ci->pending = atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
+	ci->connected_ms = o->connected_ms - srv->start_ms;
 }
 
-/* A user sees its own clients; root and the admin group see everyone's. */
+/* The next clients after ca->after, or the end: one page a step. */
+static int clients_build(struct server *srv, struct session *s, void *state, struct answer *a,
+			 struct loop_work *w)
+{
+	struct clients_answer *ca = state;
+	struct session *page[CLIENTS_STEP];
+	struct cuflag_msg_client_info ci;
+	uint32_t n = answer_page(srv, s, ca->after, UINT32_MAX, page, CLIENTS_STEP, w);
+	int rc = 0;
+
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		client_info(srv, page[i], &ci);
+		rc = answer_emit(a, &ci, sizeof(ci));
+		ca->after = page[i]->id;
+	}
+	if (rc || n == CLIENTS_STEP)
+		return rc;
+	memset(&ci, 0, sizeof(ci));
+	rc = answer_emit(a, &ci, sizeof(ci));
+	return rc ? rc : 1;
+}
+
+static const struct answer_ops clients_ops = { "CLIENTS", clients_build, free };
+
+/* A user sees its own clients; root and the admin group see everyone's.
+ * However many there are, they are sent a page at a time as the asker reads
+ * them (answer.h): the wire is what it always was, one reply per client and
+ * an empty one to end, so every reader of CLIENTS reads it as before. */
 static int req_clients(struct server *srv, struct session *s, struct request *req)
 {
-	struct cuflag_msg_client_info ci;
-	struct clients_walk w = { .srv = srv, .asker = s, .req = req };
+	struct clients_answer *ca = calloc(1, sizeof(*ca));
 
-	registry_each(&srv->reg, REG_ATTACHED, client_info, &w);
-	if (w.rc)
-		return w.rc;
-	memset(&ci, 0, sizeof(ci));
-	return req_reply_ok(s, req, &ci, sizeof(ci), NULL, 0);
+	if (!ca) {
+		req->why = "out of memory";
+		return REQ_REFUSE(-ENOMEM);
+	}
+	return answer_start(srv, s, req, &clients_ops, ca);
 }
 
 /* ---------------------------------------------------------------- */

@@ -21,7 +21,6 @@
 #include "fair-share.h"
 #include "fd-util.h"
 #include "fdpass.h"
-#include "group-name.h"
 #include "notify.h"
 #include "proto.h"
 #include "region-guard.h"
@@ -509,15 +508,14 @@ static int open_listener(struct server *srv, const struct cuflagd_config *cfg)
 		return 0;
 	}
 	const char *path = cfg->socket_path ? cfg->socket_path : CUFLAG_DEFAULT_SOCKET;
-	char grp[64];
 	srv->listen_fd = listen_on_path(srv, path);
 	if (srv->listen_fd < 0) {
 		log_err("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
 		return srv->listen_fd;
 	}
 	if (cfg->socket_gid >= 0)
-		log_info("listening on %s (mode %04o, group %s)", path, (unsigned)cfg->socket_mode,
-			 cuflag_group_name((gid_t)cfg->socket_gid, grp, sizeof(grp), NULL));
+		log_info("listening on %s (mode %04o, group %lld)", path,
+			 (unsigned)cfg->socket_mode, (long long)cfg->socket_gid);
 	else
 		log_info("listening on %s (mode %04o)", path, (unsigned)cfg->socket_mode);
 	return 0;
@@ -533,6 +531,7 @@ static void set_limits(struct server *srv, const struct cuflagd_config *cfg)
 
 	t->rate = cfg->msg_rate_per_uid;
 	t->max_pending = cfg->max_pending_per_uid;
+	t->loop = answer_budget;
 	t->cap[USER_CONNS] = cfg->max_clients + EXTRA_CONNECTIONS;
 	t->user_cap[USER_CONNS] = cfg->max_connections_per_uid;
 	t->cap[USER_REGIONS] = cfg->max_clients;
@@ -606,7 +605,7 @@ int server_run(struct server *srv)
 		   srv->cfg->max_clients, srv->cfg->slots_per_client,
 		   (unsigned long long)srv->cfg->spin_us, (unsigned long long)srv->epoch);
 	while (!srv->stopping) {
-		int n = epoll_wait(srv->ep, ev, 64, -1);
+		int n = epoll_wait(srv->ep, ev, 64, answers_timeout_ms(srv));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -637,9 +636,12 @@ int server_run(struct server *srv)
 				struct session *s = ev[i].data.ptr;
 				if (s->dead)
 					break;
-				/* A session that reads nothing for now (a parked ALLOC)
-				 * still hears of a hang-up: epoll always reports it. */
-				if (s->parked && (ev[i].events & (EPOLLHUP | EPOLLERR)))
+				/* A session that reads nothing for now (a parked ALLOC,
+				 * an answer being sent, its user over budget) still
+				 * hears of a hang-up: epoll always reports it. */
+				if (s->answer || s->held)
+					answer_on_event(srv, s, ev[i].events);
+				else if (s->parked && (ev[i].events & (EPOLLHUP | EPOLLERR)))
 					session_drop(srv, s, 0, NULL);
 				else
 					session_on_readable(srv, s);
@@ -647,6 +649,8 @@ int server_run(struct server *srv)
 			}
 			}
 		}
+		/* Long answers between batches of events, a slice at a time. */
+		answers_run(srv);
 		session_free_graveyard(srv);
 	}
 	notify_stopping();

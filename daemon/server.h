@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "answer.h"
 #include "closer.h"
 #include "config.h"
 #include "eptag.h"
@@ -33,6 +34,7 @@ struct server {
 	uint64_t epoch;
 	uint64_t start_ms;
 	struct registry reg;        /* every connection (registry.h) */
+	struct answer_list answers; /* long answers, held connections (answer.h) */
 	uint32_t freed_since_trim;  /* sessions freed since the heap was last trimmed */
 	uint32_t next_id;
 	uint64_t dropped;

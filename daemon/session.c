@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "answer.h"
 #include "closer.h"
 #include "fdpass.h"
 #include "request.h"
@@ -101,17 +102,23 @@ void session_free_all(struct server *srv)
 	session_free_graveyard(srv);
 }
 
-void session_set_reading(struct server *srv, struct session *s, int on)
+void session_set_events(struct server *srv, struct session *s, uint32_t events)
 {
-	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = s };
+	struct epoll_event ev = { .events = events, .data.ptr = s };
 	if (s->fd >= 0 && epoll_ctl(srv->ep, EPOLL_CTL_MOD, s->fd, &ev) < 0)
 		ulog(LOG_ERR, s, "epoll_ctl: %s", strerror(errno));
+}
+
+void session_set_reading(struct server *srv, struct session *s, int on)
+{
+	session_set_events(srv, s, on ? EPOLLIN : 0);
 }
 
 void session_drop(struct server *srv, struct session *s, int err, const char *why)
 {
 	if (s->dead)
 		return;
+	answer_cancel(srv, s);
 	if (why) {
 		srv->dropped++;
 		metrics_on_drop(srv, s, err);
@@ -169,10 +176,15 @@ int session_on_readable(struct server *srv, struct session *s)
 	uint8_t buf[CUFLAG_MSG_MAX];
 	int fds[CUFLAG_SCM_MAX_FD];
 
-	for (int k = 0; k < MAX_MSGS_PER_WAKE && !s->dead && !s->parked; k++) {
+	for (int k = 0; k < MAX_MSGS_PER_WAKE && !s->dead && !s->parked && !s->answer; k++) {
 		unsigned nfds = 0;
-		ssize_t n = cuflag_recv_msg_all(s->fd, buf, sizeof(buf), fds, &nfds, MSG_DONTWAIT);
+		ssize_t n;
 		int rc;
+
+		/* A user over its share of the loop is read again later. */
+		if (answer_hold(srv, s))
+			return 0;
+		n = cuflag_recv_msg_all(s->fd, buf, sizeof(buf), fds, &nfds, MSG_DONTWAIT);
 
 		if (n == 0 && !nfds) {
 			/* SOCK_SEQPACKET: 0 is a hang-up, or a message of no bytes. */
@@ -197,6 +209,7 @@ int session_on_readable(struct server *srv, struct session *s)
 			session_drop(srv, s, rc, recv_failure(n));
 		} else {
 			rc = request_dispatch(srv, s, buf, (size_t)n, fds, nfds);
+			answer_charge(srv, s, &(struct loop_work){ .requests = 1 });
 		}
 		/* Whatever no handler took over; its release may block. */
 		closer_close_fds(srv->closer, fds, nfds);

@@ -53,6 +53,13 @@ struct session {
 	uint8_t *parked;
 	uint64_t parked_ms;
 
+	/* A long answer being sent (answer.h); while one is, or while the
+	 * connection is held for its user's budget, nothing is read from it. */
+	struct answer *answer;
+	int held;
+	int answering;                 /* on the server's answer list */
+	struct session *aprev, *anext; /* that list's */
+
 	struct rate_bucket rate; /* its requests (the user's: in user) */
 	struct session_metrics met; /* who it is, its stuck slots (metrics.h) */
 
@@ -83,6 +90,9 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 
 /* Stop or resume reading requests from the client. */
 void session_set_reading(struct server *srv, struct session *s, int on);
+/* What epoll reports of the client's socket (EPOLLIN, EPOLLOUT, or 0: only
+ * a hang-up). */
+void session_set_events(struct server *srv, struct session *s, uint32_t events);
 
 /* Give the session's slot eventfds, wake fd and region back (the scanner no
  * longer refers to them), at a drop or at exit. */

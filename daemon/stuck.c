@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
 #include "request.h"
 #include "server.h"
 #include "session.h"
@@ -95,8 +96,6 @@ static void tick_one(struct session *o, uint64_t now_ns, uint64_t stuck_ns)
 
 struct stuck_walk {
 	uint64_t now, stuck_ns;
-	const struct session *asker; /* STUCK: whose view */
-	struct stuck_list *list;
 };
 
 static void tick_each(struct session *o, void *arg)
@@ -107,7 +106,7 @@ static void tick_each(struct session *o, void *arg)
 
 void stuck_tick(struct server *srv)
 {
-	struct stuck_walk w = { cuflag_now_ns(), srv->cfg->stuck_ms * 1000000u, NULL, NULL };
+	struct stuck_walk w = { cuflag_now_ns(), srv->cfg->stuck_ms * 1000000u };
 
 	if (!srv->cfg->no_metrics)
 		registry_each(&srv->reg, REG_ATTACHED, tick_each, &w);
@@ -137,11 +136,13 @@ static void keep(struct stuck_list *l, const struct cuflag_msg_stuck_slot *r)
 	l->n++;
 }
 
+/* o's stuck slots into l; the slots read are added to *w. */
 static void list_client(struct stuck_list *l, const struct session *o, uint64_t now_ns,
-			uint64_t stuck_ns)
+			uint64_t stuck_ns, struct loop_work *w)
 {
 	struct cuflag_msg_stuck_slot r;
 
+	w->slots += o->slots.n;
 	for (uint32_t i = 0; i < o->slots.n; i++) {
 		uint64_t t = wait_since(o, i);
 		if (!t || t > now_ns || now_ns - t <= stuck_ns)
@@ -161,34 +162,63 @@ static void list_client(struct stuck_list *l, const struct session *o, uint64_t 
 	}
 }
 
-static void list_each(struct session *o, void *arg)
-{
-	struct stuck_walk *w = arg;
+/* Clients looked at per page of a STUCK walk. */
+#define STUCK_PAGE 16u
 
-	if (w->asker->admin || o->uid == w->asker->uid)
-		list_client(w->list, o, w->now, w->stuck_ns);
-}
+/* A STUCK answer: the clients with ids up to after are walked. */
+struct stuck_answer {
+	struct stuck_list list;
+	uint64_t now_ns; /* every wait is measured against the request's time */
+	uint32_t after;
+	int walked;
+};
 
-int req_stuck(struct server *srv, struct session *s, struct request *req)
+/* Walk the next clients, up to a step's worth of slots; once every client
+ * is walked, the list and its end. */
+static int stuck_build(struct server *srv, struct session *s, void *state, struct answer *a,
+		       struct loop_work *w)
 {
-	struct stuck_list *l = calloc(1, sizeof(*l));
-	struct stuck_walk w = { cuflag_now_ns(), srv->cfg->stuck_ms * 1000000u, s, l };
+	struct stuck_answer *sa = state;
+	uint64_t stuck_ns = srv->cfg->stuck_ms * 1000000u;
+	uint64_t bound = loop_step_slots(&answer_prices, LOOP_STEP_NS);
 	struct cuflag_msg_stuck_slot end;
 	int rc = 0;
 
-	if (!l) {
+	while (!sa->walked && w->slots < bound) {
+		struct session *page[STUCK_PAGE];
+		uint32_t n = srv->cfg->no_metrics
+				     ? 0
+				     : answer_page(srv, s, sa->after, UINT32_MAX, page, STUCK_PAGE, w);
+		uint32_t i;
+
+		for (i = 0; i < n && w->slots < bound; i++) {
+			list_client(&sa->list, page[i], sa->now_ns, stuck_ns, w);
+			sa->after = page[i]->id;
+		}
+		sa->walked = i == n && n < STUCK_PAGE;
+	}
+	if (!sa->walked)
+		return 0;
+	for (uint32_t i = 0; i < sa->list.n && !rc; i++)
+		rc = answer_emit(a, &sa->list.row[i], sizeof(sa->list.row[i]));
+	if (rc)
+		return rc;
+	memset(&end, 0, sizeof(end));
+	end.slot = sa->list.more;
+	rc = answer_emit(a, &end, sizeof(end));
+	return rc ? rc : 1;
+}
+
+static const struct answer_ops stuck_ops = { "STUCK", stuck_build, free };
+
+int req_stuck(struct server *srv, struct session *s, struct request *req)
+{
+	struct stuck_answer *sa = calloc(1, sizeof(*sa));
+
+	if (!sa) {
 		req->why = "out of memory";
 		return REQ_REFUSE(-ENOMEM);
 	}
-	if (!srv->cfg->no_metrics)
-		registry_each(&srv->reg, REG_ATTACHED, list_each, &w);
-	for (uint32_t i = 0; i < l->n && !rc; i++)
-		rc = req_reply_ok(s, req, &l->row[i], sizeof(l->row[i]), NULL, 0);
-	if (!rc) {
-		memset(&end, 0, sizeof(end));
-		end.slot = l->more;
-		rc = req_reply_ok(s, req, &end, sizeof(end), NULL, 0);
-	}
-	free(l);
-	return rc;
+	sa->now_ns = cuflag_now_ns();
+	return answer_start(srv, s, req, &stuck_ops, sa);
 }

@@ -42,6 +42,7 @@ struct user *user_get(struct users *t, uid_t uid, uint64_t now_ms)
 		u->rl[k] = (struct cuflagd_ratelimit){ .interval_ms = USER_LOG_INTERVAL_MS,
 						       .burst = USER_LOG_BURST };
 	u->scan.max_pending = uid == 0 ? UINT32_MAX : t->max_pending;
+	loop_budget_init(&u->loop, &t->loop, now_ms * 1000000u);
 	u->next = *b;
 	*b = u;
 	t->count++;

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "log.h"
+#include "loop-price.h"
 #include "scanner.h"
 
 /* A request rate: a token bucket refilled at rate per second. */
@@ -46,6 +47,7 @@ struct user {
 	 * "connected" lines never hide a drop. */
 	struct cuflagd_ratelimit rl[2];
 	struct scanner_user scan;
+	struct loop_budget loop; /* its share of the main loop (answer.h) */
 	struct user *next; /* hash chain */
 };
 
@@ -58,6 +60,7 @@ struct users {
 	uint32_t cap[USER_NRES];      /* the node's room */
 	uint32_t user_cap[USER_NRES]; /* one user's (root: none) */
 	uint32_t rate, max_pending;   /* what a new user starts with */
+	struct loop_budget_cfg loop;  /* each user's share of the main loop */
 };
 
 /* Why users_admit() refused (0: it did not). */

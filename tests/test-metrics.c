@@ -8,11 +8,16 @@
  * a slot armed and never completed is listed by cuflagctl stuck, with its
  * pid, within --stuck-ms + 1 s, counted in cuflag_stuck_slots, logged once,
  * and the log lines a client's stuck slots cause are limited; --no-metrics
- * leaves the histogram empty and the counts right.
+ * leaves the histogram empty and the counts right. Every answer fits: a
+ * daemon at --max-clients 1024 with one user holding most of them answers
+ * cuflagctl clients, stuck, metrics and top in full, however slowly the
+ * asker reads, and serves the others meanwhile.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +25,7 @@
 #include "cuflag/cuflag.h"
 #include "cuflag-proto.h"
 #include "harness.h"
+#include "unix-socket.h"
 
 #define US 1000ull
 #define MS 1000000ull
@@ -27,7 +33,7 @@
 /* Run "$CUFLAGCTL --socket sock ARGS..." and return its stdout (static, NUL-terminated). */
 static const char *ctl(const char *sock, const char *a1, const char *a2)
 {
-	static char out[1 << 20];
+	static char out[16 << 20];
 	const char *exe = getenv("CUFLAGCTL");
 	int p[2];
 	size_t len = 0;
@@ -390,6 +396,113 @@ static void no_metrics(void)
 	CHECK(daemon_stop(&d) == 0);
 }
 
+#define SESSIONS 1000
+#define ARMED 100
+
+/* CLIENTS asked on a raw connection whose replies are left unread for a
+ * while: the daemon waits for the reader, serves STATS meanwhile, and the
+ * whole list arrives, ended. */
+static void slow_reader(const struct daemon_proc *d)
+{
+	struct cuflag_msg_hdr h = { .type = CUFLAG_MSG_CLIENTS, .len = sizeof(h), .req_id = 7 };
+	struct cuflag_msg_stats_reply st;
+	uint8_t buf[CUFLAG_MSG_MAX];
+	int fd = cuflag_unix_connect(d->sock, 5), listed = 0;
+	uint64_t t0;
+
+	CHECK(fd >= 0);
+	CHECK(send(fd, &h, sizeof(h), MSG_NOSIGNAL) == (ssize_t)sizeof(h));
+	/* Its socket fills; the loop goes on with everybody else. */
+	usleep(300 * 1000);
+	t0 = cuflag_now_ns();
+	daemon_stats(d, &st);
+	printf("STATS beside a full CLIENTS answer: %.2f ms\n", (double)(cuflag_now_ns() - t0) / 1e6);
+	CHECK(st.clients >= SESSIONS);
+	for (;;) {
+		struct cuflag_msg_hdr r;
+		struct cuflag_msg_client_info ci;
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+		CHECK(n == (ssize_t)(sizeof(r) + sizeof(ci)));
+		memcpy(&r, buf, sizeof(r));
+		CHECK(r.status == 0 && r.req_id == 7 && r.type == (CUFLAG_MSG_CLIENTS | CUFLAG_MSG_REPLY));
+		memcpy(&ci, buf + sizeof(r), sizeof(ci));
+		if (!ci.client_id)
+			break;
+		listed++;
+	}
+	printf("a slow reader got %d clients\n", listed);
+	CHECK(listed >= SESSIONS);
+	/* The connection is read again after its answer. */
+	CHECK(send(fd, &h, sizeof(h), MSG_NOSIGNAL) == (ssize_t)sizeof(h));
+	CHECK(recv(fd, buf, sizeof(buf), 0) > 0);
+	close(fd);
+}
+
+static void many_clients(void)
+{
+	static cuflag_client *c[SESSIONS];
+	const char *args[] = { "--max-clients", "1024", "--max-clients-per-uid", "1024",
+			       "--max-connections-per-uid", "1100", "--stuck-ms", "50", NULL };
+	cuflag_slot *s[ARMED];
+	struct daemon_proc d;
+	struct rlimit rl;
+	const char *out;
+	int fds0;
+
+	/* Each client holds a few fds here (its socket, its wake eventfd...). */
+	CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	if (rl.rlim_cur < 8 * SESSIONS) {
+		rl.rlim_cur = rl.rlim_max < 8 * SESSIONS ? rl.rlim_max : 8 * SESSIONS;
+		CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	}
+	if (rl.rlim_cur < 4 * SESSIONS) {
+		printf("open-file limit %llu too low for %d sessions\n",
+		       (unsigned long long)rl.rlim_cur, SESSIONS);
+		return;
+	}
+	fds0 = self_fd_count();
+	daemon_start(&d, 0, args);
+	for (int i = 0; i < SESSIONS; i++) {
+		int rc = cuflag_connect(d.sock, &c[i]);
+		if (rc) {
+			fprintf(stderr, "session %d: %s\n", i, strerror(-rc));
+			abort();
+		}
+	}
+	/* Some slots armed and never completed: stuck after 50 ms. */
+	for (int i = 0; i < ARMED; i++) {
+		uint32_t target;
+		CHECK(cuflag_slot_acquire(c[i], &s[i]) == 0);
+		CHECK(cuflag_slot_arm(s[i], &target) == 0);
+	}
+	usleep(300 * 1000);
+
+	out = ctl(d.sock, "clients", "--json");
+	printf("clients --json: %d clients\n", count(out, "\"id\""));
+	CHECK(count(out, "\"id\"") == SESSIONS);
+	out = ctl(d.sock, "clients", NULL);
+	CHECK(count(out, "\n") >= SESSIONS);
+	out = ctl(d.sock, "stuck", NULL);
+	printf("stuck: %d lines\n", count(out, "\n"));
+	CHECK(strstr(out, "more stuck slots not listed") != NULL);
+	out = ctl(d.sock, "metrics", NULL);
+	printf("metrics: %d client_info series\n", count(out, "cuflag_client_info{"));
+	CHECK(count(out, "cuflag_client_info{") == SESSIONS);
+	out = ctl(d.sock, "top", "--once");
+	CHECK(count(out, "\n") > 10);
+	slow_reader(&d);
+
+	for (int i = 0; i < ARMED; i++)
+		cuflag_slot_release(s[i]);
+	for (int i = 0; i < SESSIONS; i++)
+		cuflag_disconnect(c[i]);
+	check_serves(d.sock);
+	CHECK(daemon_stop(&d) == 0);
+	daemon_proc_remove(&d);
+	CHECK(self_fd_count() == fds0);
+	}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -397,6 +510,7 @@ int main(void)
 	regular_arms_timed_from_the_arm();
 	stuck_slot();
 	no_metrics();
+	many_clients();
 	printf("metrics: ok\n");
 	return 0;
 }
