@@ -193,6 +193,10 @@ def expect_one_line(err, prog, args, pointer=True):
 def check_errors(tmp, sock):
     r = ctl("--socket", os.path.join(tmp, "none.sock"), "status", check=False)
     expect(r.returncode == 1 and r.stderr and not r.stdout, "unreachable daemon: exit 1")
+    # The hint speaks of systemctl only where systemd runs this host.
+    systemd = os.path.isdir("/run/systemd/system")
+    expect(("systemctl" in r.stderr) == systemd and "is cuflagd running" in r.stderr,
+           f"no socket: a hint for a host {'with' if systemd else 'without'} systemd: {r.stderr}")
     for args in ([], ["bogus"], ["status", "stats"], ["--nope", "status"]):
         r = ctl("--socket", sock, *args, check=False)
         expect(r.returncode == 2 and r.stderr, f"usage error {args}: exit 2")
