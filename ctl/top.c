@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,14 @@
 #include "query.h"
 
 #define REFRESH_MS 1000
-#define WIDTH 80
+#define WIDE 80 /* the columns a row takes in full, and the most it uses */
+
+/* How a frame fits the terminal: its columns (0: no limit) and, from them,
+ * how wide the COMM and UNIT columns are (UNIT 0: left out). */
+struct layout {
+	size_t cols;
+	int comm, unit;
+};
 
 struct frame {
 	struct ctl_metrics m;
@@ -112,7 +120,40 @@ static int by_rate(const void *a, const void *b)
 	return x->c->pid - y->c->pid;
 }
 
-static void header(FILE *out, const struct frame *prev, const struct frame *cur)
+/* One line, cut at the layout's columns (the last column stays empty, so
+ * that a terminal never wraps it). */
+__attribute__((format(printf, 3, 4))) static void line(FILE *out, const struct layout *l,
+						      const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (l->cols && strlen(buf) >= l->cols)
+		buf[l->cols - 1] = 0;
+	fprintf(out, "%s\n", buf);
+}
+
+/* Full width: COMM 11, UNIT 14. Narrower: UNIT shrinks, then goes (COMM
+ * takes what is left, up to a whole process name), then COMM shrinks to 4;
+ * narrower still, lines are cut. */
+static struct layout fit(size_t cols)
+{
+	struct layout l = { .cols = cols, .comm = 11, .unit = 14 };
+	int room = cols ? (int)cols - 1 - (WIDE - 1 - 15) : 15; /* for " UNIT" */
+
+	if (cols >= WIDE || room >= 15)
+		return l;
+	l.unit = room >= 6 ? room - 1 : 0;
+	if (!l.unit)
+		l.comm = room + 11 > 15 ? 15 : room + 11 > 4 ? room + 11 : 4;
+	return l;
+}
+
+static void header(FILE *out, const struct layout *l, const struct frame *prev,
+		   const struct frame *cur)
 {
 	const struct cuflag_metrics_daemon *d = &cur->m.daemon, *p = prev ? &prev->m.daemon : NULL;
 	double dt = prev ? (double)(cur->at_ns - prev->at_ns) / 1e9 : 0;
@@ -126,26 +167,30 @@ static void header(FILE *out, const struct frame *prev, const struct frame *cur)
 		snprintf(cpu, sizeof(cpu), "%.1f%%",
 			 (double)(d->scanner_cpu_ns - p->scanner_cpu_ns) / 1e9 / dt * 100);
 	}
-	fprintf(out, "cuflagd  up %" PRIu64 "h%02" PRIu64 "m%02" PRIu64 "s  clients %u  slots %u"
-		"  in flight %u  stuck %u\n",
+	line(out, l, "cuflagd  up %" PRIu64 "h%02" PRIu64 "m%02" PRIu64 "s  clients %u  slots %u"
+		"  in flight %u  stuck %u",
 		up / 3600, up / 60 % 60, up % 60, d->regions, d->slots, d->pending, d->stuck);
-	fprintf(out, "arms/s %s  done/s %s  wakes/s %s  scanner cpu %s, %s\n", arms, done, wakes,
+	line(out, l, "arms/s %s  done/s %s  wakes/s %s  scanner cpu %s, %s", arms, done, wakes,
 		cpu, d->scanner_state == CUFLAG_SCANNER_PARKED ? "parked" : "running");
-	fprintf(out, "fds %u of %u  users %u  connections %u  stuck after %.1fs\n", d->fds_open,
+	line(out, l, "fds %u of %u  users %u  connections %u  stuck after %.1fs", d->fds_open,
 		d->fds_limit, d->users, d->connections, (double)d->stuck_ms / 1e3);
 }
 
-/* One frame, rows at most (0: all). */
-static void draw(FILE *out, const struct frame *prev, const struct frame *cur, size_t rows)
+/* One frame, rows at most (0: all), cols wide at most (0: any). */
+static void draw(FILE *out, const struct frame *prev, const struct frame *cur, size_t rows,
+		 size_t cols)
 {
+	const struct layout l = fit(cols);
 	const struct ctl_metrics *m = &cur->m;
 	double dt = prev ? (double)(cur->at_ns - prev->at_ns) / 1e9 : 0;
 	struct row *r = calloc(m->nclients ? m->nclients : 1, sizeof(*r));
 	size_t n = m->nclients;
 
-	header(out, prev, cur);
-	fprintf(out, "\n%7s %-11.11s %5s %-14s %5s %5s %7s %6s %6s %3s\n", "PID", "COMM", "UID",
-		"UNIT", "SLOTS", "FLT", "DONE/S", "P50", "P99", "STK");
+	header(out, &l, prev, cur);
+	fputc('\n', out);
+	line(out, &l, "%7s %-*.*s %5s%s%-*.*s %5s %5s %7s %6s %6s %3s", "PID", l.comm, l.comm,
+	     "COMM", "UID", l.unit ? " " : "", l.unit, l.unit, l.unit ? "UNIT" : "", "SLOTS",
+	     "FLT", "DONE/S", "P50", "P99", "STK");
 	if (!r)
 		return;
 	for (size_t i = 0; i < n; i++) {
@@ -168,10 +213,10 @@ static void draw(FILE *out, const struct frame *prev, const struct frame *cur, s
 			snprintf(rate, sizeof(rate), "-");
 		fmt_dur(p50, sizeof(p50), c->p50_ns);
 		fmt_dur(p99, sizeof(p99), c->p99_ns);
-		fprintf(out, "%7" PRId32 " %-11.11s %5" PRIu32 " %-14.14s %5" PRIu32 " %5" PRIu32
-			" %7s %6s %6s %3" PRIu32 "\n",
-			c->pid, c->comm[0] ? c->comm : "?", c->uid, where, c->slots, c->in_flight,
-			rate, p50, p99, c->stuck);
+		line(out, &l, "%7" PRId32 " %-*.*s %5" PRIu32 "%s%-*.*s %5" PRIu32 " %5" PRIu32
+		     " %7s %6s %6s %3" PRIu32, c->pid, l.comm, l.comm, c->comm[0] ? c->comm : "?",
+		     c->uid, l.unit ? " " : "", l.unit, l.unit, l.unit ? where : "", c->slots,
+		     c->in_flight, rate, p50, p99, c->stuck);
 	}
 	if (n < m->nclients)
 		fprintf(out, "(%zu more clients)\n", m->nclients - n);
@@ -185,6 +230,24 @@ static size_t term_rows(void)
 	/* Less the header's four lines, the column names and the last line. */
 	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 7)
 		return ws.ws_row - 7u;
+	return 0;
+}
+
+/* The terminal's width, else $COLUMNS (as a shell sets it), else 0: any. */
+static size_t term_cols(void)
+{
+	const char *env = getenv("COLUMNS");
+	struct winsize ws;
+	char *end;
+	long v;
+
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		return ws.ws_col;
+	if (env && *env) {
+		v = strtol(env, &end, 10);
+		if (!*end && v > 0 && v < 10000)
+			return (size_t)v;
+	}
 	return 0;
 }
 
@@ -235,7 +298,7 @@ int top_run(const char *path, int once)
 		struct timespec s = { .tv_sec = REFRESH_MS / 1000 };
 		nanosleep(&s, NULL);
 		if (!(rc = take(path, cur)))
-			draw(stdout, prev, cur, 0);
+			draw(stdout, prev, cur, 0, term_cols());
 		ctl_metrics_free(&a.m);
 		ctl_metrics_free(&b.m);
 		return rc;
@@ -251,14 +314,14 @@ int top_run(const char *path, int once)
 	}
 	fputs("\033[?25l", stdout); /* no cursor */
 	fputs("\033[H\033[2J", stdout);
-	draw(stdout, NULL, prev, term_rows());
+	draw(stdout, NULL, prev, term_rows(), term_cols());
 	fflush(stdout);
 	while (!quit && !wait_key(REFRESH_MS, &ended)) {
 		ctl_metrics_free(&cur->m);
 		if ((rc = take(path, cur)))
 			break;
 		fputs("\033[H\033[2J", stdout);
-		draw(stdout, prev, cur, term_rows());
+		draw(stdout, prev, cur, term_rows(), term_cols());
 		fflush(stdout);
 		t = prev;
 		prev = cur;

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 """cuflagctl top in a real terminal (tmux, 80 x 24): it shows the daemon's
 header and a row per client (its pid, process name, slots, slots in flight
-and stuck), redraws, fits 80 columns, and quits on q; --once prints one
-frame. With stdin at its end (</dev/null, a closed pipe) it redraws once a
+and stuck), redraws, fits 80 columns (and 60, and $COLUMNS for --once), and quits on
+q; --once prints one frame. With stdin at its end (</dev/null, a closed pipe) it redraws once a
 second as ever, using little CPU, and quits on SIGTERM. Exits 77 without
 tmux (after the stdin checks, which need none)."""
 import os
@@ -69,6 +69,31 @@ def check_stdin_eof(tmp):
         os.close(r)
 
 
+def check_narrow(server, sock, pid):
+    """In a 60-column pane every line fits (no row wraps, the header stays
+    on screen), the holder's row still there; --once fits $COLUMNS."""
+    tmux(server, "new-session", "-d", "-x", "60", "-y", "24", "-s", "narrow",
+         f"{CUFLAGCTL} --socket {sock} top")
+
+    def screen_with_row():
+        s = tmux(server, "capture-pane", "-p", "-t", "narrow", check=False).stdout
+        return s if row_of(s, pid) else None
+    screen = wait_for("top in 60 columns to show the holder's row", screen_with_row,
+                      timeout=10)
+    lines = screen.splitlines()
+    expect(lines[0].startswith("cuflagd  up "), f"60 columns: header on top: {lines[0]!r}")
+    expect(all(len(ln) < 60 for ln in lines), f"60 columns: every line fits:\n{screen}")
+    r = row_of(screen, pid)
+    expect(r[-1] == "3" and r[3] == "4", f"60 columns: slots and stuck still shown: {r}")
+    tmux(server, "send-keys", "-t", "narrow", "q")
+    once = subprocess.run([CUFLAGCTL, "--socket", sock, "top", "--once"], text=True,
+                          capture_output=True, env=dict(os.environ, COLUMNS="60"),
+                          timeout=10).stdout
+    expect(row_of(once, pid) and all(len(ln) < 60 for ln in once.splitlines()),
+           f"COLUMNS=60 top --once fits:\n{once}")
+    print("top: 60 columns: " + " ".join(r))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="cuflag-top-")
     try:
@@ -111,6 +136,8 @@ def main():
             wait_for("top to quit on q",
                      lambda: tmux(server, "has-session", "-t", "top", check=False).returncode
                      != 0, timeout=5)
+
+            check_narrow(server, sock, pid)
 
             once = ctl("--socket", sock, "top", "--once").stdout
             r = row_of(once, pid)
