@@ -4,6 +4,7 @@
 import ctypes
 import errno
 import math
+import os
 import threading
 import time
 import weakref
@@ -242,8 +243,17 @@ class Slot:
         rc = _lib.lib().cuflag_slot_wait_spin(self._handle(), target, spin_us, timeout_ms)
         if rc == -errno.ETIMEDOUT:
             return False
-        _lib.check(rc)
+        if rc < 0:
+            raise self._wait_error(-rc, target)
         return True
+
+    def _wait_error(self, code, target):
+        """The error of a wait for ``target``, naming the slot and the value."""
+        why = os.strerror(code)
+        if code == errno.EINVAL:
+            why += (f": {target} is not a value of this slot's timeline (a wait names one "
+                    "from the slot's start to the last value arm() or signal() returned)")
+        return _lib.error(code, f"slot {self.id}: wait for {target}: {why}")
 
     def reached(self, target):
         """Whether the flag has reached ``target``, without blocking.
@@ -286,7 +296,8 @@ class Slot:
                 return
             spin_us = 0
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(errno.ETIMEDOUT, "cuflag wait timed out")
+                raise TimeoutError(errno.ETIMEDOUT,
+                                   f"slot {self.id}: wait for {target} timed out after {timeout} s")
 
     def _read_counter(self):
         """Read the eventfd counter into the tally; raise its read error."""

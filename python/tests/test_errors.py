@@ -89,6 +89,12 @@ class ErrorTest(DaemonTestCase):
             with self.assertRaises(OSError) as e:
                 slot.wait(target + 5, timeout=1)
             self.assertEqual(e.exception.errno, errno.EINVAL)
+            # Not a bare OSError(22): it names the slot and the value.
+            self.assertIn(f"slot {slot.id}: wait for {target + 5}: ", str(e.exception))
+            self.assertIn("not a value of this slot's timeline", str(e.exception))
+            with self.assertRaises(TimeoutError) as e:
+                slot.wait(target, timeout=0.01)
+            self.assertIn(f"slot {slot.id}: wait for {target} timed out", str(e.exception))
 
     def test_never_armed_as_in_c(self):
         """The values a wait may name, as tests/test-basic.c's never_armed
