@@ -34,6 +34,7 @@ import os
 import socket
 import struct
 import sys
+import threading
 import time
 
 import cuflag
@@ -165,17 +166,34 @@ async def phase(mode, model, client, torch, concurrency, seconds, idle_s, spin_u
 
 
 def server(args, index, barrier, results):
-    """One server process: every phase, in step with the others."""
-    import torch
-    torch.cuda.init()
-    model = Model(torch, args.streams, args.size)
-    with cuflag.Client(args.socket) as client:
-        for mode, concurrency, spin_us in plan(args):
-            barrier.wait()
-            r = asyncio.run(phase(mode, model, client, torch, concurrency, args.seconds,
-                                  args.idle, spin_us))
-            results.put((index, mode, concurrency, spin_us, r))
-            barrier.wait()
+    """One server process: every phase, in step with the others. If it
+    fails, it breaks the barrier: the parent stops at once, not for ever."""
+    try:
+        import torch
+        torch.cuda.init()
+        model = Model(torch, args.streams, args.size)
+        with cuflag.Client(args.socket) as client:
+            for mode, concurrency, spin_us in plan(args):
+                barrier.wait()
+                r = asyncio.run(phase(mode, model, client, torch, concurrency, args.seconds,
+                                      args.idle, spin_us))
+                results.put((index, mode, concurrency, spin_us, r))
+                barrier.wait()
+    except BaseException:
+        barrier.abort()
+        raise
+
+
+def need_torch():
+    """PyTorch with a CUDA device, or exit at once saying what is missing."""
+    try:
+        import torch
+    except ImportError as e:
+        sys.exit(f"serve.py: needs PyTorch with CUDA ({e}); without a GPU, "
+                 "examples/python/quickstart.py shows cuflag on a simulated device")
+    if not torch.cuda.is_available():
+        sys.exit("serve.py: PyTorch sees no CUDA device here; without a GPU, "
+                 "examples/python/quickstart.py shows cuflag on a simulated device")
 
 
 def plan(args):
@@ -227,6 +245,7 @@ def main():
     ap.add_argument("--idle", type=float, default=1.0, help="idle time measured after it")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
+    need_torch()
     path = args.socket or "/run/cuflagd/cuflagd.sock"
     dpid = daemon_pid(path)
 
@@ -240,6 +259,22 @@ def main():
     rows = []
     print(f"{'mode':<10} {'spin':>5} {'procs':>5} {'conc':>5} {'req/s':>9} {'p50 ms':>8} "
           f"{'p99 ms':>8} {'cpu s/1k':>9} {'daemon':>7} {'idle cpu':>9}")
+    try:
+        run_phases(args, procs, barrier, results, dpid, rows)
+    except threading.BrokenBarrierError:
+        for p in procs:
+            p.join()
+        sys.exit("serve.py: a server process failed (its error is above)")
+    for p in procs:
+        p.join()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0 if all(p.exitcode == 0 for p in procs) else 1
+
+
+def run_phases(args, procs, barrier, results, dpid, rows):
+    """Each phase: start the servers together, time the daemon, print a row."""
     for mode, concurrency, spin_us in plan(args):
         barrier.wait()
         d0 = cpu_seconds(dpid)
@@ -266,12 +301,6 @@ def main():
               f"{row['req_per_s']:>9.0f} {row['p50_ms']:>8.3f} {row['p99_ms']:>8.3f} "
               f"{row['cpu_s_per_1k']:>9.3f} {row['daemon_cpu_s']:>7.3f} "
               f"{idle * 100:>8.1f}%", flush=True)
-    for p in procs:
-        p.join()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    return 0 if all(p.exitcode == 0 for p in procs) else 1
 
 
 if __name__ == "__main__":
