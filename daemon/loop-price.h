@@ -32,13 +32,15 @@ struct loop_work {
 };
 
 /* Loop time, in ns, of each unit of work: a receive and dispatch, a session
- * visited (a pointer chase and a few loads), a slot's stamp read, a send
- * (a system call), and a byte copied into the socket. */
+ * visited (a pointer chase and a few loads), a slot's stamp read (its
+ * scanner record is a cache line of its own: a walk of a user's slots
+ * misses the cache on each), a send (a system call), and a byte copied into
+ * the socket. */
 struct loop_prices {
 	uint32_t request_ns, session_ns, slot_ns, msg_ns, byte_ps; /* byte: picoseconds */
 };
 #define LOOP_PRICES_DEFAULT                                                                \
-	((struct loop_prices){ .request_ns = 1500, .session_ns = 20, .slot_ns = 3,           \
+	((struct loop_prices){ .request_ns = 1500, .session_ns = 20, .slot_ns = 10,           \
 			       .msg_ns = 1500, .byte_ps = 250 })
 
 /* A user's share of the loop: rate_ns of loop time each second, up to
@@ -47,10 +49,10 @@ struct loop_budget_cfg {
 	uint64_t rate_ns;
 	uint64_t burst_ns;
 };
-/* A tenth of a core for each user, a tenth of a second saved: one user's
- * listing of a thousand clients fits in its burst many times over, and a
- * user flooding the loop with walks takes a tenth of it. */
-#define LOOP_BUDGET_DEFAULT ((struct loop_budget_cfg){ .rate_ns = 100000000, .burst_ns = 100000000 })
+/* A twentieth of a core for each user, as much saved: one user's listing of
+ * a thousand clients fits in its burst several times over, and a user
+ * flooding the loop with walks takes a twentieth of it. */
+#define LOOP_BUDGET_DEFAULT ((struct loop_budget_cfg){ .rate_ns = 50000000, .burst_ns = 50000000 })
 
 struct loop_budget {
 	int64_t tokens_ns; /* below 0: over budget */

@@ -33,6 +33,9 @@ static const char *const slots_16k[] = { "--max-slots-per-uid", "16384", NULL };
 /* As where the container runtime refuses userfaultfd. */
 static const char *const unguarded[] = { "--region-guard", "off", NULL };
 
+/* Slots armed a while are stuck, so that STUCK and METRICS list them. */
+static const char *const stuck_soon[] = { "--stuck-ms", "200", NULL };
+
 static const char *const pending_limit[] = { "--max-pending-per-uid", "16384", NULL };
 
 /* The write budget's drop shown on any machine: what 18 000 epoll watchers
@@ -70,6 +73,8 @@ static const struct {
 	{ "adopt-flood", attack_adopt_flood, pending_limit },
 	{ "adopt-flood-watched", attack_adopt_flood_watched, pending_limit },
 	{ "free-rewind", attack_free_rewind, pending_limit },
+	{ "stuck-flood", attack_stuck_flood, stuck_soon },
+	{ "metrics-flood", attack_metrics_flood, stuck_soon },
 };
 
 void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg)
