@@ -111,6 +111,11 @@ struct cuflag_slot {
 	struct cuflag_group *group; /* NULL, or the group whose eventfd rings for it */
 	uint32_t rung;           /* while the daemon is gone: the flag dispatch rang for */
 	struct cuflag_slot *prev, *next_slot;
+	/* Completions across processes (export.c). */
+	uint8_t imported;        /* watches another slot: never armed here */
+	uint8_t detached;        /* imported, and no daemon holds it any more */
+	uint8_t gone_told;       /* a group's drain handed out its gone record */
+	int handle_fd;           /* the handle, kept for a daemon that restarts; or -1 */
 };
 
 struct cuflag_group {
@@ -280,6 +285,27 @@ void cuflag__forget_waits(struct cuflag_client *c);
 
 /* Free a slot's local resources (fds, memory), without telling the daemon. */
 void cuflag__slot_free(struct cuflag_slot *s);
+
+/* A slot for a grant of the daemon's, owning efd (NULL: out of memory), and
+ * its linking into the client's list (slots_lock taken here). */
+struct cuflag_slot *cuflag__slot_new(struct cuflag_client *c, const struct cuflag_slot_grant *g,
+				     int efd);
+void cuflag__slot_link(struct cuflag_client *c, struct cuflag_slot *s);
+
+/* Whether an imported slot's exporter went (its record says so, or no daemon
+ * took it back after a restart). */
+static inline int cuflag__slot_gone(const struct cuflag_slot *s)
+{
+	return s->imported &&
+	       (s->detached || __atomic_load_n(&s->c->states[s->id].armed, __ATOMIC_ACQUIRE) ==
+				       CUFLAG_IMPORT_GONE);
+}
+
+/* After a resume's ADOPTs (req_lock and slots_lock held): hand the new
+ * daemon the handles of exported slots, then take imported slots again.
+ * An import no daemon takes back is detached (its waits end with -EPIPE). 0
+ * or the connection's error. */
+int cuflag__resume_exports(struct cuflag_client *c, int sock);
 
 /*
  * A client belongs to the process that connected it. A child of fork(2)

@@ -22,6 +22,7 @@ static const struct cuflag_cuda_sym syms[] = {
 	SYM(MemHostUnregister, cuMemHostUnregister),
 	SYM(MemHostGetDevicePointer, cuMemHostGetDevicePointer),
 	SYM(StreamWriteValue32, cuStreamWriteValue32),
+	SYM(StreamWaitValue32, cuStreamWaitValue32),
 	SYM(LaunchHostFunc, cuLaunchHostFunc),
 	SYM(StreamQuery, cuStreamQuery),
 	SYM(StreamIsCapturing, cuStreamIsCapturing),

@@ -20,6 +20,7 @@ struct cuflag_cuda_api {
 	CUresult (*MemHostUnregister)(void *);
 	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
 	CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	CUresult (*StreamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 	CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void *);
 	CUresult (*StreamQuery)(CUstream);
 	/* Graph capture: the per-launch advance (cuda-graph.c). */

@@ -64,3 +64,14 @@ CUFLAG_EXPORT int cuflag_cuda_slot_devptr(cuflag_slot *s, unsigned long long *ou
 	(void)out;
 	return -ENOSYS;
 }
+
+/* The signature without CUstream, as cuflag_cuda_signal's above. */
+CUFLAG_EXPORT int cuflag_cuda_wait(cuflag_slot *s, void *stream, uint32_t value);
+
+CUFLAG_EXPORT int cuflag_cuda_wait(cuflag_slot *s, void *stream, uint32_t value)
+{
+	(void)s;
+	(void)stream;
+	(void)value;
+	return -ENOSYS;
+}

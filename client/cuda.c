@@ -14,6 +14,7 @@
 #include "client-private.h"
 #include "cuda-graph.h"
 #include "cuda-load.h"
+#include "timeline.h"
 #include "cuflag/cuflag_cuda.h"
 
 /* One context the flag pages are usable from, and their device address there. */
@@ -298,6 +299,8 @@ static int usable(struct cuflag_slot *s, const uint32_t *target)
 		return -EINVAL;
 	if (cuflag__forked(s->c))
 		return -ECHILD;
+	if (s->imported)
+		return -EPERM; /* its exporter signals it */
 	if (cuflag__cuda_load())
 		return -ENODEV;
 	return 0;
@@ -355,6 +358,8 @@ CUFLAG_EXPORT int cuflag_cuda_slot_devptr(cuflag_slot *s, CUdeviceptr *out)
 		return -EINVAL;
 	if (cuflag__forked(s->c))
 		return -ECHILD;
+	if (s->imported)
+		return -EPERM; /* its flag is the daemon's to write */
 	if (cuflag__cuda_load())
 		return -ENODEV;
 	if (cuflag__cu.CtxGetCurrent(&ctx) != CUDA_SUCCESS)
@@ -383,6 +388,51 @@ CUFLAG_EXPORT int cuflag_cuda_launched(cuflag_slot *s, CUstream stream, uint32_t
 	if (!cuda_client_get(s->c))
 		return -ENOMEM;
 	return arm_after(s, stream, ctx, NULL, 0, target);
+}
+
+/*
+ * The stream waits until the flag reaches value. cuStreamWaitValue32 compares
+ * as unsigned numbers and the timeline across the wrap at 2^32, so the value
+ * reached now decides: a value ahead and numerically below it lies past the
+ * wrap, and the stream first waits for the flag's top bit to clear (NOR with
+ * 0x7fffffff: some bit outside the mask is 0), which happens when the flag
+ * wraps, then for GEQ value.
+ */
+CUFLAG_EXPORT int cuflag_cuda_wait(cuflag_slot *s, CUstream stream, uint32_t value)
+{
+	struct cuda_client *cc;
+	CUcontext ctx = NULL;
+	CUdeviceptr base, dflag;
+	uint32_t now;
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	if (cuflag__forked(s->c))
+		return -ECHILD;
+	if (cuflag__cuda_load())
+		return -ENODEV;
+	now = __atomic_load_n(s->flag, __ATOMIC_ACQUIRE);
+	if (cuflag_tl_reached(now, value))
+		return 0;
+	if (cuflag__slot_gone(s))
+		return -EPIPE;
+	cc = cuda_client_get(s->c);
+	if (!cc)
+		return -ENOMEM;
+	if (cuflag__cu.StreamGetCtx(stream, &ctx) != CUDA_SUCCESS || !ctx)
+		return -ENODEV;
+	rc = ctx_get(s->c, cc, ctx, &base, NULL);
+	if (rc)
+		return rc;
+	dflag = base + (CUdeviceptr)s->id * sizeof(uint32_t);
+	if (value < now && cuflag__cu.StreamWaitValue32(stream, dflag, 0x7fffffffu,
+							CU_STREAM_WAIT_VALUE_NOR) != CUDA_SUCCESS)
+		return -EIO;
+	if (cuflag__cu.StreamWaitValue32(stream, dflag, value, CU_STREAM_WAIT_VALUE_GEQ) !=
+	    CUDA_SUCCESS)
+		return -EIO;
+	return 0;
 }
 
 CUFLAG_EXPORT int cuflag_cuda_capturing(CUstream stream)

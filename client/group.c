@@ -186,8 +186,14 @@ static int take_into(struct cuflag_slot *s, struct cuflag_completion *out)
 {
 	uint64_t n;
 
-	if (!cuflag__slot_take(s, &n))
-		return 0;
+	if (!cuflag__slot_take(s, &n)) {
+		/* An import whose exporter went: one record of none, so that
+		 * the loop learns it (its consume says -EPIPE from now on). */
+		if (!cuflag__slot_gone(s) || s->gone_told)
+			return 0;
+		s->gone_told = 1;
+		n = 0;
+	}
 	*out = (struct cuflag_completion){ .slot = s, .completions = n };
 	return 1;
 }

@@ -46,8 +46,8 @@ static int adopt_slots(struct cuflag_client *c, int sock, struct cuflag_group *g
 		m.count = 0;
 		m.group = g ? g->id + 1 : 0;
 		for (; s && m.count < CUFLAG_BATCH_MAX; s = s->next_slot) {
-			if (s->group != g)
-				continue;
+			if (s->group != g || s->imported)
+				continue; /* imports are taken again by IMPORT (export.c) */
 			if (!g)
 				efds[m.count] = cuflag_slot_fd(s);
 			m.ids[m.count++] = s->id;
@@ -137,11 +137,13 @@ static int resume_finish(struct cuflag_client *c, int sock, uint32_t hello_id)
 		goto out;
 	}
 	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot)
-		m.slots++;
+		m.slots += !s->imported;
 	rc = cuflag__request_on(c, sock, &call);
 	safe_close(fd);
 	if (!rc)
 		rc = adopt_all(c, sock);
+	if (!rc)
+		rc = cuflag__resume_exports(c, sock);
 	/* The connection's settings are the new fd number's after dup2. */
 	if (!rc && (flags = fcntl(sock, F_GETFL)) >= 0 && fcntl(sock, F_SETFL, flags & ~O_NONBLOCK) < 0)
 		rc = -errno;

@@ -63,6 +63,8 @@ static int reserved(const struct cuflag_slot *s, uint32_t target)
 
 CUFLAG_EXPORT int cuflag_slot_complete(cuflag_slot *s, uint32_t value)
 {
+	if (s && s->imported)
+		return -EPERM; /* its flag is the daemon's to write */
 	if (!s || !reserved(s, value))
 		return -EINVAL;
 	/* What the device's posted write is: the work's results before the flag. */
@@ -92,12 +94,14 @@ void cuflag__slot_free(struct cuflag_slot *s)
 		close(s->retired_efd);
 	if (s->wait_ep >= 0)
 		close(s->wait_ep);
+	if (s->handle_fd >= 0)
+		close(s->handle_fd);
 	free(s->cuda);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
 
-static void slot_link(struct cuflag_client *c, struct cuflag_slot *s)
+void cuflag__slot_link(struct cuflag_client *c, struct cuflag_slot *s)
 {
 	pthread_mutex_lock(&c->slots_lock);
 	c->by_id[s->id] = s;
@@ -154,9 +158,8 @@ static int free_ids(struct cuflag_client *c, const uint32_t *ids, uint32_t n)
 	return rc;
 }
 
-/* A slot for a grant of the daemon's, owning efd. NULL when out of memory. */
-static struct cuflag_slot *slot_new(struct cuflag_client *c, const struct cuflag_slot_grant *g,
-				    int efd)
+struct cuflag_slot *cuflag__slot_new(struct cuflag_client *c, const struct cuflag_slot_grant *g,
+				     int efd)
 {
 	struct cuflag_slot *s = calloc(1, sizeof(*s));
 
@@ -168,6 +171,7 @@ static struct cuflag_slot *slot_new(struct cuflag_client *c, const struct cuflag
 	s->flag = c->flags + s->id;
 	s->wait_ep = -1;
 	s->retired_efd = -1;
+	s->handle_fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	atomic_store(&s->next, g->start);
 	atomic_store(&s->first, g->start);
@@ -209,7 +213,7 @@ static int alloc_batch_locked(struct cuflag_client *c, int sock, struct cuflag_g
 		if (r.grants[i].id >= c->layout.nslots)
 			rc = -EBADMSG;
 	for (i = 0; !rc && i < n; i++) {
-		out[i] = slot_new(c, &r.grants[i], g ? -1 : fds[i]);
+		out[i] = cuflag__slot_new(c, &r.grants[i], g ? -1 : fds[i]);
 		if (!out[i]) {
 			rc = -ENOMEM;
 		} else if (g) {
@@ -230,7 +234,7 @@ static int alloc_batch_locked(struct cuflag_client *c, int sock, struct cuflag_g
 		return rc;
 	}
 	for (i = 0; i < n; i++)
-		slot_link(c, out[i]);
+		cuflag__slot_link(c, out[i]);
 	return 0;
 }
 
@@ -298,8 +302,10 @@ CUFLAG_EXPORT void cuflag_slot_release(cuflag_slot *s)
 		return;
 	}
 	slot_unlink(s->c, s);
-	/* A daemon that is gone has freed it already: nothing to report. */
-	(void)free_ids(s->c, &s->id, 1);
+	/* A daemon that is gone has freed it already: nothing to report (nor
+	 * for an import no daemon took back). */
+	if (!s->detached)
+		(void)free_ids(s->c, &s->id, 1);
 	cuflag__slot_free(s);
 }
 
@@ -385,6 +391,8 @@ CUFLAG_EXPORT int cuflag_slot_arm(cuflag_slot *s, uint32_t *target)
 		return -EINVAL;
 	if (cuflag__forked(s->c))
 		return -ECHILD; /* one producer per arm queue: the parent */
+	if (s->imported)
+		return -EPERM; /* its exporter arms it */
 	/* Reserved and published under the slot's lock: arms of one slot reach
 	 * the daemon in the order of their values. */
 	pthread_mutex_lock(&s->lock);
@@ -416,6 +424,8 @@ CUFLAG_EXPORT int cuflag_slot_arm_many(cuflag_slot *s, unsigned n, uint32_t *fir
 		return -EINVAL;
 	if (cuflag__forked(s->c))
 		return -ECHILD;
+	if (s->imported)
+		return -EPERM;
 	pthread_mutex_lock(&s->lock);
 	next = atomic_load_explicit(&s->next, memory_order_relaxed);
 	last = next + n;
@@ -594,10 +604,13 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		return -EINVAL;
 	if (cuflag__forked(s->c))
 		return -ECHILD; /* its epoll and eventfd are the parent's too */
-	if (!reserved(s, target))
+	/* An imported slot's values are its exporter's, reserved there. */
+	if (!s->imported && !reserved(s, target))
 		return -EINVAL;
 	if (reached(s, target))
 		return 0;
+	if (cuflag__slot_gone(s))
+		return -EPIPE;
 	if (atomic_load_explicit(&s->fault, memory_order_relaxed))
 		return atomic_load(&s->fault);
 	if (timeout_ms == 0)
@@ -616,6 +629,10 @@ CUFLAG_EXPORT int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigne
 		/* Checked after the epoll is armed: a signal in between is an edge. */
 		if (reached(s, target)) {
 			rc = 0;
+			break;
+		}
+		if (cuflag__slot_gone(s)) {
+			rc = -EPIPE;
 			break;
 		}
 		if ((rc = atomic_load_explicit(&s->fault, memory_order_relaxed)))
@@ -678,6 +695,8 @@ CUFLAG_EXPORT int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions)
 		return -errno;
 	if (cuflag__slot_take(s, completions))
 		return 0;
+	if (cuflag__slot_gone(s))
+		return -EPIPE;
 	cuflag__resume_if_gone(s->c);
 	return -EAGAIN;
 }
@@ -694,6 +713,8 @@ CUFLAG_EXPORT int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd)
 		return -EINVAL;
 	if (cuflag__forked(s->c))
 		return -ECHILD;
+	if (s->imported)
+		return -EPERM;
 	if (s->group)
 		return -EOPNOTSUPP; /* a group's slots share its eventfd */
 	mine = fcntl(efd, F_DUPFD_CLOEXEC, 0);

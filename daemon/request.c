@@ -12,6 +12,7 @@
 
 #include "answer.h"
 #include "closer.h"
+#include "export.h"
 #include "fdpass.h"
 #include "proto.h"
 #include "server.h"
@@ -142,7 +143,7 @@ int req_take_eventfd(struct request *req, int fd, const char *not_eventfd)
 
 /* n eventfds below the reserve (fds come lowest first: a BIND, an ADOPT or a
  * new connection must still find room), all or none. 0 or a negative errno. */
-static int new_eventfds(struct server *srv, int *fds, uint32_t n)
+int req_new_eventfds(struct server *srv, int *fds, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		fds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -198,7 +199,7 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 	}
 	for (uint32_t i = 0; i < m.count; i++)
 		fds[i] = -1;
-	rc = m.group ? 0 : new_eventfds(srv, fds, m.count);
+	rc = m.group ? 0 : req_new_eventfds(srv, fds, m.count);
 	if (!rc && (rc = req_alloc_cmds(cmds, m.count)))
 		cuflag_close_fds(fds, m.count);
 	if (rc) {
@@ -271,6 +272,7 @@ static int req_free(struct server *srv, struct session *s, struct request *req)
 	}
 	for (uint32_t i = 0; i < count; i++) {
 		slot_retire(&s->slots, ids[i]);
+		export_slot_freed(srv, s, ids[i]);
 		*cmds[i] = (struct scanner_cmd){ .op = SCAN_DEL_SLOT, .sess = s->scan,
 						 .slot = ids[i], .owner = s };
 		scanner_submit(srv->sc, cmds[i]);
@@ -498,6 +500,8 @@ static const struct req_method {
 	[CUFLAG_MSG_UNGROUP] = { "UNGROUP", STAGE_REGION, req_ungroup },
 	[CUFLAG_MSG_METRICS] = { "METRICS", STAGE_ANY, req_metrics },
 	[CUFLAG_MSG_STUCK] = { "STUCK", STAGE_ANY, req_stuck },
+	[CUFLAG_MSG_EXPORT] = { "EXPORT", STAGE_REGION, req_export },
+	[CUFLAG_MSG_IMPORT] = { "IMPORT", STAGE_REGION, req_import },
 };
 
 static enum req_stage session_stage(const struct session *s)

@@ -70,6 +70,10 @@ int req_adopt(struct server *srv, struct session *s, struct request *req);
 uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX],
 		      uint32_t *word2);
 
+/* n eventfds below the daemon's fd reserve, all or none: 0 or a negative
+ * errno. */
+int req_new_eventfds(struct server *srv, int *fds, uint32_t n);
+
 /* n zeroed scanner commands, all or none: 0 or -ENOMEM. */
 int req_alloc_cmds(struct scanner_cmd **cmds, uint32_t n);
 

@@ -51,6 +51,8 @@ static void unring_session(struct scanner *sc, struct scanner_session *ss)
 
 static void del_session(struct scanner *sc, struct scanner_session *ss)
 {
+	if (ss->nlinked)
+		import_session_gone(sc, ss);
 	if (sc->nrang)
 		unring_session(sc, ss);
 	if (ss->watched && epoll_ctl(sc->park_ep, EPOLL_CTL_DEL, ss->wake_fd, NULL) < 0)
@@ -105,6 +107,7 @@ static int del_slot(struct scanner *sc, struct scanner_session *ss, struct scann
 {
 	struct scanner_slot *s = &ss->slots[c->slot];
 
+	import_slot_gone(sc, s);
 	/* Arms the client queued before it freed the slot still count (a session
 	 * not added yet, still adopting its slots, has none read). */
 	if (ss->live)
@@ -158,6 +161,12 @@ static int apply_cmd(struct scanner *sc, struct scanner_cmd *c)
 		c->efd = old;
 		return 1;
 	}
+	case SCAN_ADD_IMPORT:
+		import_add(sc, c);
+		return 1;
+	case SCAN_LINK_IMPORT:
+		import_link(sc, c);
+		return 1;
 	}
 	return 1;
 }

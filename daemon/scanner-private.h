@@ -105,5 +105,20 @@ void scanner_nap(struct scanner *sc, uint64_t until_ns);
 int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cmd);
 void scanner_set_broken(struct scanner *sc, struct scanner_session *ss, enum scanner_broken why);
 int scanner_slot_settled(const struct scanner_slot *s);
+/* A grouped slot's record into its group's ring; an eventfd write charged
+ * to ss's user (BROKEN_NONE, or why ss must not be served any more). */
+void ring_push(struct scanner *sc, struct scanner_slot *s);
+enum scanner_broken efd_write(struct scanner *sc, struct scanner_session *ss, int efd, uint64_t v);
+
+/* scanner-import.c: completions across processes. import_fanout after an
+ * exported slot's signalled value advanced; import_add and import_link
+ * apply SCAN_ADD_IMPORT and SCAN_LINK_IMPORT; import_slot_gone when a slot
+ * is freed (an importer leaves its list, an exporter's importers are gone),
+ * import_session_gone when a client goes. */
+void import_fanout(struct scanner *sc, struct scanner_slot *src);
+void import_add(struct scanner *sc, struct scanner_cmd *c);
+void import_link(struct scanner *sc, struct scanner_cmd *c);
+void import_slot_gone(struct scanner *sc, struct scanner_slot *s);
+void import_session_gone(struct scanner *sc, struct scanner_session *ss);
 
 #endif

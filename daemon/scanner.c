@@ -147,7 +147,7 @@ int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_c
 
 /* Append a grouped slot's id to its group's ring (or count an overflow when
  * the client has not made room), to ring the group's eventfd after the pass. */
-static void ring_push(struct scanner *sc, struct scanner_slot *s)
+void ring_push(struct scanner *sc, struct scanner_slot *s)
 {
 	struct scanner_group *g = &s->sess->groups[s->group - 1];
 	uint32_t cap = s->sess->layout.ring_cap;
@@ -176,8 +176,7 @@ static int may_write(struct scanner *sc, struct scanner_user *u)
 	return 0;
 }
 
-static enum scanner_broken efd_write(struct scanner *sc, struct scanner_session *ss, int efd,
-				     uint64_t v)
+enum scanner_broken efd_write(struct scanner *sc, struct scanner_session *ss, int efd, uint64_t v)
 {
 	struct scanner_user *u = ss->user;
 	uint64_t cost;
@@ -278,6 +277,8 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	if (why == BROKEN_NONE || why == BROKEN_COST) {
 		s->signalled += due;
 		atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
+		if (s->imp_first)
+			import_fanout(sc, s);
 		if (sc->t.idle.mode == SCANNER_ADAPTIVE)
 			learn_completion(sc, s);
 	}

@@ -73,6 +73,11 @@ struct scanner_slot {
 	struct scanner_slot *wait_prev, *wait_next;
 	struct scanner_session *sess;
 	struct scanner_cmd *retire_cmd; /* handed back once the flag lands */
+	/* Completions across processes (scanner-import.c): an exported slot
+	 * heads the list of the slots that import it; an imported one names
+	 * the slot it mirrors (NULL: not linked, or gone). */
+	struct scanner_slot *imp_first, *imp_src, *imp_prev, *imp_next;
+	uint8_t imported;
 };
 #define SCAN_NOT_PENDING UINT32_MAX
 
@@ -122,6 +127,7 @@ struct scanner_session {
 	 * (fair-share.h); cost_pass_*: its writes meanwhile. */
 	uint8_t cost_share;
 	struct latency_hist done_hist; /* arm -> done of its completions (metrics) */
+	uint32_t nlinked;           /* its slots in an import list, on either side */
 };
 
 enum scanner_op {
@@ -131,6 +137,9 @@ enum scanner_op {
 	SCAN_DEL_SLOT,   /* slot; handed back once no write can still land */
 	SCAN_SET_EFD,    /* slot, efd; the old one comes back in efd */
 	SCAN_SET_GROUP,  /* slot: the group id, efd (-1: no more); the old one comes back */
+	SCAN_ADD_IMPORT, /* slot, efd, group; src: what it mirrors (NULL: linked later);
+			  * start: its record (resume), and back: its starting value */
+	SCAN_LINK_IMPORT, /* slot to src (NULL: the exporter never came back: gone) */
 };
 
 struct scanner_cmd {
@@ -145,6 +154,9 @@ struct scanner_cmd {
 	void *owner;          /* the main thread's context for the reply */
 	uint32_t req_id;      /* SET_EFD: the BIND answered once it is applied */
 	struct scanner_cmd *next;
+	struct scanner_session *src_sess; /* ADD_IMPORT, LINK_IMPORT: the exporter's */
+	uint32_t src_slot;
+	uint32_t resume;      /* ADD_IMPORT: start is the importer's record */
 };
 
 struct scanner_stats {

@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "export.h"
 #include "fair-share.h"
 #include "fd-util.h"
 #include "fdpass.h"
@@ -343,6 +344,7 @@ static void on_tick(struct server *srv)
 	registry_each(&srv->reg, REG_LIVE, drop_if_late, srv);
 	users_tick(&srv->users, now);
 	stuck_tick(srv);
+	export_tick(srv, now);
 	/* A burst of clients that came and went leaves the heap's free memory
 	 * with the daemon: give it back (at most once a tick, after frees). */
 	if (srv->freed_since_trim) {
@@ -663,8 +665,10 @@ void server_fini(struct server *srv)
 	if (srv->sc)
 		scanner_stop(srv->sc);
 	srv->sc = NULL;
-	if (srv->closer)
+	if (srv->closer) {
 		session_free_all(srv);
+		export_fini(srv);
+	}
 	closer_stop(srv->closer);
 	srv->closer = NULL;
 	users_clear(&srv->users);

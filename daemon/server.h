@@ -50,6 +50,7 @@ struct server {
 	struct drop_table drops;        /* per user, for the metrics (metrics.h) */
 	uint64_t broken_seen;           /* scanner_broken_count() last looked at */
 	struct ep_tag tag_listen, tag_signal, tag_timer, tag_scanner, tag_guard;
+	struct export_table *exports;   /* exported slots' handles (export.c), or NULL */
 };
 
 /* Block the signals the main loop takes through its signalfd. */

@@ -11,6 +11,7 @@
 
 #include "answer.h"
 #include "closer.h"
+#include "export.h"
 #include "fdpass.h"
 #include "request.h"
 #include "server.h"
@@ -58,6 +59,7 @@ static void session_free(struct server *srv, struct session *s)
 	free(s->adopt_cmd); /* never handed to the scanner */
 	slot_table_free(&s->slots);
 	metrics_session_free(&s->met);
+	export_session_free(s);
 	free(s->scan);
 	user_put(&srv->users, s->user);
 	free(s);
@@ -128,6 +130,7 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 		ulog(LOG_DEBUG, s, "hung up");
 	}
 	s->dead = 1;
+	export_session_gone(srv, s);
 	if (s->fd >= 0) {
 		epoll_ctl(srv->ep, EPOLL_CTL_DEL, s->fd, NULL);
 		/* Messages still queued on it may carry fds whose release blocks. */
@@ -246,6 +249,11 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 			     slot_reclaim(&s->slots, c->slot, c->final_armed + RESTART_GAP));
 		if (s->parked && !s->dead)
 			request_retry_parked(srv, s, 1);
+		break;
+	case SCAN_ADD_IMPORT:
+		export_on_done(srv, s, c);
+		break;
+	case SCAN_LINK_IMPORT:
 		break;
 	case SCAN_DEL_SESSION:
 		/* Last command of a dead session: nothing in the scanner refers to

@@ -64,6 +64,7 @@ struct session {
 	struct session_metrics met; /* who it is, its stuck slots (metrics.h) */
 
 	struct session *prev, *next; /* the registry's (registry.h) */
+	struct session_exports *xp;  /* its handles and imports (export.c), or NULL */
 };
 
 #define slog(prio, s, fmt, ...)                                                            \

@@ -47,6 +47,8 @@ enum cuflag_msg_type {
 	CUFLAG_MSG_UNGROUP = 10, /* the group's slots are all freed: let it go */
 	CUFLAG_MSG_METRICS = 11, /* a page of per-client metrics (see below) */
 	CUFLAG_MSG_STUCK = 12,   /* one reply per stuck slot, then an end */
+	CUFLAG_MSG_EXPORT = 13,  /* a handle that names a slot (see below) */
+	CUFLAG_MSG_IMPORT = 14,  /* a slot that watches the slot a handle names */
 	CUFLAG_MSG_TYPE_END,
 };
 /* A reply has the request's type with this bit set and echoes its id. */
@@ -471,6 +473,68 @@ _Static_assert(offsetof(struct cuflag_msg_stuck_slot, group) == 28, "stuck group
 _Static_assert(offsetof(struct cuflag_msg_stuck_slot, age_ms) == 32, "stuck age");
 _Static_assert(offsetof(struct cuflag_msg_stuck_slot, comm) == 40, "stuck comm");
 
+/*
+ * Completions across processes. EXPORT names a slot the client holds (not
+ * one it imported); reply: fds: [0] a handle, a sealed memfd of the daemon's
+ * holding a struct cuflag_handle_record. Every EXPORT of one slot hands out
+ * the same file; the daemon forgets it when the slot goes. With flags
+ * CUFLAG_EXPORT_REDECLARE the client, resuming, hands back (fds: [0]) the
+ * handle a daemon before this one made for that slot: the new daemon checks
+ * that its record names this client's region and slot, and keeps it; reply:
+ * no fds.
+ *
+ * IMPORT: fds: [0] a handle. The daemon knows the file by its identity (a
+ * sealed memfd in its table, its record unchanged); anything else is
+ * refused with -EINVAL. Reply: one struct cuflag_slot_grant, fds: [0] the
+ * slot's eventfd (none into a group). The slot is the client's own, counted
+ * in its quotas; its flag is written by the daemon only: the exporter's
+ * timeline value signalled so far (start: the value at the import). With
+ * flags CUFLAG_IMPORT_RESUME, id names the slot the client held before a
+ * restart: it is taken again with its record, and linked once the exporter
+ * has redeclared the handle (within CUFLAG_IMPORT_RELINK_MS of the
+ * daemon's start, else it is gone).
+ */
+#define CUFLAG_EXPORT_REDECLARE 1u
+#define CUFLAG_IMPORT_RESUME 1u
+#define CUFLAG_IMPORT_RELINK_MS 10000u
+
+struct cuflag_msg_export {
+	uint32_t id;    /* the slot */
+	uint32_t flags; /* 0 or CUFLAG_EXPORT_REDECLARE */
+};
+_Static_assert(sizeof(struct cuflag_msg_export) == 8, "export size");
+_Static_assert(offsetof(struct cuflag_msg_export, flags) == 4, "export flags");
+
+struct cuflag_msg_import {
+	uint32_t group;    /* 0, or a group id + 1 */
+	uint32_t flags;    /* 0 or CUFLAG_IMPORT_RESUME */
+	uint32_t id;       /* RESUME: the slot held before; else 0 */
+	uint32_t reserved; /* must be 0 */
+};
+_Static_assert(sizeof(struct cuflag_msg_import) == 16, "import size");
+_Static_assert(offsetof(struct cuflag_msg_import, flags) == 4, "import flags");
+_Static_assert(offsetof(struct cuflag_msg_import, id) == 8, "import id");
+_Static_assert(offsetof(struct cuflag_msg_import, reserved) == 12, "import reserved");
+
+/* What a handle file holds, written once by the daemon that made it and
+ * sealed (F_SEAL_WRITE, SHRINK, GROW, SEAL). */
+#define CUFLAG_HANDLE_MAGIC 0x58454c46u /* "FLEX" */
+struct cuflag_handle_record {
+	uint32_t magic;
+	uint16_t version;    /* CUFLAG_PROTO_VERSION */
+	uint16_t size;       /* bytes of this struct */
+	uint32_t slot;       /* the exporter's slot id */
+	uint32_t reserved;
+	uint64_t secret;     /* random */
+	uint64_t region_dev; /* the exporter's region file */
+	uint64_t region_ino;
+};
+_Static_assert(sizeof(struct cuflag_handle_record) == 40, "handle size");
+_Static_assert(offsetof(struct cuflag_handle_record, slot) == 8, "handle slot");
+_Static_assert(offsetof(struct cuflag_handle_record, secret) == 16, "handle secret");
+_Static_assert(offsetof(struct cuflag_handle_record, region_dev) == 24, "handle dev");
+_Static_assert(offsetof(struct cuflag_handle_record, region_ino) == 32, "handle ino");
+
 /* ------------------------------------------------------------------ */
 /* The per-client region (a sealed memfd, mapped shared by both sides)  */
 /* ------------------------------------------------------------------ */
@@ -511,6 +575,11 @@ struct cuflag_slot_state {
 	uint32_t signalled;
 };
 _Static_assert(sizeof(struct cuflag_slot_state) == 8, "slot state size");
+/* An imported slot is never armed: its armed word says instead whether the
+ * exporter's slot still lives (signalled: the exporter's value up to which
+ * this importer was signalled). */
+#define CUFLAG_IMPORT_LINKED 0u
+#define CUFLAG_IMPORT_GONE 1u
 
 /*
  * A group's completion ring, at groups_off + id * ring_size: the scanner

@@ -177,6 +177,35 @@ static int check_metrics(const struct req_body *q, const char **reason)
 	return 0;
 }
 
+static int check_export(const struct req_body *q, const char **reason)
+{
+	struct cuflag_msg_export m;
+
+	if (q->blen != sizeof(m))
+		FAIL(-EBADMSG, "EXPORT: bad length");
+	memcpy(&m, q->body, sizeof(m));
+	if (m.flags & ~CUFLAG_EXPORT_REDECLARE)
+		FAIL(-EINVAL, "EXPORT: unknown flags");
+	if (q->nfds != (m.flags ? 1u : 0u))
+		FAIL(-EBADMSG, "EXPORT: a redeclare needs the handle, an export no fd");
+	return 0;
+}
+
+static int check_import(const struct req_body *q, const char **reason)
+{
+	struct cuflag_msg_import m;
+
+	if (q->blen != sizeof(m))
+		FAIL(-EBADMSG, "IMPORT: bad length");
+	memcpy(&m, q->body, sizeof(m));
+	/* A resume hands back the slot's eventfd too, unless it is grouped. */
+	if (q->nfds != ((m.flags & CUFLAG_IMPORT_RESUME) && !m.group ? 2u : 1u))
+		FAIL(-EBADMSG, "IMPORT: needs the handle (and, resuming, the eventfd)");
+	if (m.reserved || (m.flags & ~CUFLAG_IMPORT_RESUME) || (!m.flags && m.id))
+		FAIL(-EINVAL, "IMPORT: reserved fields or unknown flags not zero");
+	return 0; /* group and id: the daemon checks them against the client's */
+}
+
 static int (*const request_checks[CUFLAG_MSG_TYPE_END])(const struct req_body *q,
 							   const char **reason) = {
 	[CUFLAG_MSG_HELLO] = check_hello,   [CUFLAG_MSG_ALLOC] = check_alloc,
@@ -185,6 +214,8 @@ static int (*const request_checks[CUFLAG_MSG_TYPE_END])(const struct req_body *q
 	[CUFLAG_MSG_ATTACH] = check_attach, [CUFLAG_MSG_ADOPT] = check_adopt,
 	[CUFLAG_MSG_GROUP] = check_group,   [CUFLAG_MSG_UNGROUP] = check_group,
 	[CUFLAG_MSG_METRICS] = check_metrics, [CUFLAG_MSG_STUCK] = check_query,
+	[CUFLAG_MSG_EXPORT] = check_export,
+	[CUFLAG_MSG_IMPORT] = check_import,
 };
 
 int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char **reason)
@@ -283,6 +314,14 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 	case CUFLAG_MSG_STUCK:
 		if (blen != sizeof(struct cuflag_msg_stuck_slot) || nfds)
 			FAIL(-EBADMSG, "STUCK reply: bad length");
+		return 0;
+	case CUFLAG_MSG_EXPORT:
+		if (blen || nfds > 1)
+			FAIL(-EBADMSG, "EXPORT reply: a body or too many fds");
+		return 0;
+	case CUFLAG_MSG_IMPORT:
+		if (blen != sizeof(struct cuflag_slot_grant) || nfds > 1)
+			FAIL(-EBADMSG, "IMPORT reply: bad length or too many fds");
 		return 0;
 	default:
 		FAIL(-EPROTO, "unknown message type");

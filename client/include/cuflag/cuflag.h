@@ -178,7 +178,7 @@ CUFLAG_API int cuflag_slot_id(const cuflag_slot *s);
  * write does (what the work wrote is visible before the flag moves).
  * For completers on the host (a thread pool, a simulated device, tests).
  * Return: 0, or -EINVAL (NULL, or @value was never reserved on this slot:
- * see cuflag_slot_wait() for which values are).
+ * see cuflag_slot_wait() for which values are), -EPERM (an imported slot).
  */
 CUFLAG_API int cuflag_slot_complete(cuflag_slot *s, uint32_t value);
 
@@ -211,7 +211,8 @@ CUFLAG_API void *cuflag_slot_data(const cuflag_slot *s);
  * the resume timeout), -ESTALE (the daemon that came back has another region
  * layout, or found the region emptied after it dropped this client),
  * another resume error as cuflag_reconnect(), -ECHILD (the client was
- * connected by the parent of this process).
+ * connected by the parent of this process), -EPERM (an imported slot: its
+ * exporter arms it).
  */
 CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
 
@@ -236,7 +237,7 @@ CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
  * slot would have 2^31 or more values armed and not yet signalled: the
  * daemon could not tell the last from a value behind; wait for earlier
  * values first), or an error of cuflag_slot_arm() (-ENOTCONN, -ESTALE,
- * -ECHILD, a resume error). On error nothing is reserved.
+ * -ECHILD, -EPERM, a resume error). On error nothing is reserved.
  */
 CUFLAG_API int cuflag_slot_arm_many(cuflag_slot *s, unsigned n, uint32_t *first);
 
@@ -261,8 +262,12 @@ CUFLAG_API int cuflag_slot_arm_many(cuflag_slot *s, unsigned n, uint32_t *first)
  * value armed on it before (so a late write of the old owner's timeline is
  * never counted on the new one): starting values such as 1073741830 are
  * normal. Any other value is refused at once (-EINVAL), never waited for.
+ * An imported slot (cuflag_slot_import()) takes any value of its exporter's
+ * timeline: one less than 2^31 ahead of the value reached is waited for, any
+ * other is reached already.
  * Return: 0, -ETIMEDOUT, -EINVAL (NULL, or @target was never armed on this slot),
- * -ECHILD (the client was connected by the parent of this process), or
+ * -EPIPE (an imported slot whose exporter's slot went before @target was
+ * reached), -ECHILD (the client was connected by the parent of this process), or
  * the error that ended the wait (-EIO when a device fault stopped the work
  * the slot was waiting for; see cuflag_cuda.h).
  */
@@ -289,8 +294,9 @@ CUFLAG_API int cuflag_slot_wait_spin(cuflag_slot *s, uint32_t target, unsigned s
  * Finding none while the daemon is gone, it makes one resume attempt that
  * never waits behind another thread's (and none that waits at all once an
  * event loop dispatches the client: see cuflag_client_dispatch()).
- * Return: 0, -EAGAIN when none, -ECHILD (the client was connected by the
- * parent of this process), or an errno from read(2).
+ * Return: 0, -EAGAIN when none, -EPIPE (an imported slot whose exporter's
+ * slot went, every completion before that consumed), -ECHILD (the client
+ * was connected by the parent of this process), or an errno from read(2).
  */
 CUFLAG_API int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions);
 
@@ -300,8 +306,8 @@ CUFLAG_API int cuflag_slot_consume(cuflag_slot *s, uint64_t *completions);
  * The daemon takes a duplicate and makes it non-blocking (the flag is shared
  * with your copy); the slot's own eventfd is closed and cuflag_slot_fd()
  * returns a duplicate of @efd that the slot owns. @efd stays yours.
- * Return: 0, -EBADF (@efd is not an eventfd), or a request error as
- * cuflag_slot_acquire() (-ECHILD included).
+ * Return: 0, -EBADF (@efd is not an eventfd), -EPERM (an imported slot),
+ * or a request error as cuflag_slot_acquire() (-ECHILD included).
  */
 CUFLAG_API int cuflag_slot_bind_eventfd(cuflag_slot *s, int efd);
 
@@ -476,6 +482,70 @@ CUFLAG_API int cuflag_group_slots_acquire(cuflag_group *g, unsigned n, cuflag_sl
  */
 CUFLAG_API int cuflag_group_drain(cuflag_group *g, struct cuflag_completion *out,
 				  unsigned max);
+
+/*
+ * Completions across processes. A slot exported as an fd (a capability:
+ * whoever holds it may watch, whatever its uid) is imported by any client of
+ * the node, alone or into a group; the imported slot is the importer's own
+ * (it counts against the importer's quotas, never the exporter's), watches
+ * the exporter's timeline and nothing else, and can neither arm nor complete.
+ * Exports and imports survive a daemon restart: the library hands them to
+ * the new daemon when it resumes, and every importer's count stays exact.
+ */
+
+/**
+ * cuflag_slot_export() - an fd that names @s, for another process to import.
+ * @fd: set to the new fd (close-on-exec).
+ *
+ * Pass it over a Unix socket (SCM_RIGHTS) or by fork(2). Any number of
+ * exports may be made; each gives a new fd for the same handle. Closing it
+ * changes nothing for the slot; when the slot is released (or its client
+ * disconnects, exits or is dropped) every import of it ends (-EPIPE there).
+ * Return: 0, -EINVAL (NULL), -EPERM (@s was imported), -ECHILD (in a child
+ * of fork), -EMFILE or -ENFILE (no fd left, here or in the daemon), -ENOMEM,
+ * -ENOTCONN (no daemon came back in time), or another negative errno of the
+ * connection.
+ */
+CUFLAG_API int cuflag_slot_export(cuflag_slot *s, int *fd);
+
+/**
+ * cuflag_slot_import() - a slot of @c that watches the slot @fd names.
+ * @fd: an fd from cuflag_slot_export(), in this or another process; the
+ *      caller may close it afterwards (the library keeps its own copy).
+ * @out: set to the new slot.
+ *
+ * The new slot's eventfd (cuflag_slot_fd()) becomes readable each time the
+ * exporter's slot completes an armed value; cuflag_slot_consume() returns
+ * how many completed since the last consume, counted from the import and
+ * exactly once (every importer has its own count, the exporter's is not
+ * taken); cuflag_slot_wait() waits for a value of the exporter's timeline
+ * (any value within 2^31 ahead of the one reached: the exporter tells the
+ * importer which, as its arm returned it); cuflag_slot_flag() reads the
+ * value reached, written by the daemon only. cuflag_slot_arm(),
+ * cuflag_slot_arm_many(), cuflag_slot_complete(),
+ * cuflag_slot_bind_eventfd(), cuflag_slot_export() and the CUDA calls that
+ * signal (cuflag_cuda_signal(), cuflag_cuda_launched(),
+ * cuflag_cuda_slot_devptr()) return -EPERM on it. When the exporter's slot
+ * goes, the eventfd becomes readable, and once the completions before it are
+ * consumed, consume and wait return -EPIPE (within a second). Release it
+ * with cuflag_slot_release().
+ * Return: 0, -EINVAL (NULL, or @fd is not a live handle of this daemon's:
+ * another file, or the exporter's slot is gone), -EBADF (@fd is not open),
+ * -ENOSPC (the client holds slots-per-client slots), -EDQUOT or -EMFILE
+ * (the user's fd quota or share), -ECHILD, -ENOMEM, -ENOTCONN, or another
+ * negative errno of the connection.
+ */
+CUFLAG_API int cuflag_slot_import(cuflag_client *c, int fd, cuflag_slot **out);
+
+/**
+ * cuflag_group_slot_import() - cuflag_slot_import() into group @g: the
+ * group's fd rings for it, as for its other slots, so thousands of watches
+ * share one fd. When the exporter's slot goes, cuflag_group_drain() hands
+ * out one record for it with completions 0 (after those still to count),
+ * and its consume and wait return -EPIPE.
+ * Return: as cuflag_slot_import(), and -EINVAL for a NULL @g.
+ */
+CUFLAG_API int cuflag_group_slot_import(cuflag_group *g, int fd, cuflag_slot **out);
 
 /**
  * cuflag_client_epoch() - the daemon's epoch: it changes at every daemon start.

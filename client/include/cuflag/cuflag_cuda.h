@@ -64,7 +64,7 @@ extern "C" {
  * refused both the write and the host function, or the stream's context has
  * faulted; the slot is not armed),
  * -ENOMEM, -ECHILD (the slot's client was connected by the parent of this
- * process), or an error of cuflag_slot_arm().
+ * process), -EPERM (an imported slot), or an error of cuflag_slot_arm().
  */
 CUFLAG_API int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *target);
 
@@ -82,8 +82,8 @@ CUFLAG_API int cuflag_cuda_signal(cuflag_slot *s, CUstream stream, uint32_t *tar
  *
  * Return: 0, or -ENOSYS (built without CUDA), -EINVAL (NULL argument),
  * -ENODEV (no driver, or no context for the stream), -ENOMEM, -ECHILD (the
- * slot's client was connected by the parent of this process), or an error of
- * cuflag_slot_arm().
+ * slot's client was connected by the parent of this process), -EPERM (an
+ * imported slot), or an error of cuflag_slot_arm().
  */
 CUFLAG_API int cuflag_cuda_launched(cuflag_slot *s, CUstream stream, uint32_t *target);
 
@@ -111,9 +111,36 @@ CUFLAG_API int cuflag_cuda_launched(cuflag_slot *s, CUstream stream, uint32_t *t
  * its context current when it first uses the device), -ENODEV (no driver,
  * cuInit() not called, or the pages cannot be mapped for this device),
  * -ENOMEM, -ECHILD (the slot's client was connected by the parent of this
- * process).
+ * process), -EPERM (an imported slot: its flag is the daemon's to write).
  */
 CUFLAG_API int cuflag_cuda_slot_devptr(cuflag_slot *s, CUdeviceptr *out);
+
+/**
+ * cuflag_cuda_wait() - make @stream wait, on the GPU, until the slot's
+ * timeline reaches @value: work queued on @stream after this call runs only
+ * then, with no host thread involved. For an imported slot
+ * (cuflag_slot_import()) the timeline is the exporter's, so a consumer's
+ * stream waits for the producer's work, across processes, as
+ * cudaStreamWaitEvent() on an IPC event does, with a host-side fd beside it.
+ *
+ * The stream waits on the slot's flag (cuStreamWaitValue32, which compares
+ * as unsigned numbers); the timeline compares values 2^31 apart (see
+ * cuflag_slot_wait()), so the call looks at the value reached now: @value
+ * reached already enqueues nothing; a @value ahead across the wrap at 2^32
+ * waits in two steps (for the flag to wrap, then to reach @value). Name a
+ * value less than 2^31 ahead of the one reached, and do not let the
+ * timeline run 2^32 past @value before the stream gets to the wait.
+ * The flag pages are registered in the stream's context on first use, as by
+ * cuflag_cuda_signal(). Under graph capture the wait is recorded like any
+ * memory operation: each launch waits for the same @value.
+ * Return: 0, or -ENOSYS (built without CUDA), -EINVAL (NULL slot), -ENODEV
+ * (no driver, no context for the stream, or the pages cannot be mapped for
+ * this device), -EIO (the driver refused the wait: stream memory operations
+ * unsupported, or the context has faulted), -EPIPE (an imported slot whose
+ * exporter's slot went before @value was reached), -ENOMEM, -ECHILD (the
+ * slot's client was connected by the parent of this process).
+ */
+CUFLAG_API int cuflag_cuda_wait(cuflag_slot *s, CUstream stream, uint32_t value);
 
 /**
  * cuflag_cuda_capturing() - is @stream being captured into a graph?

@@ -1,0 +1,540 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Handles of exported slots and the IMPORT that names one (export.h).
+ *
+ * A handle is a memfd the daemon makes per exported slot, holding a struct
+ * cuflag_handle_record (a random secret, the exporter's region file and slot)
+ * and sealed against any change. Whoever holds an fd of it may import the
+ * slot: the daemon knows the file by its identity (device and inode, held
+ * open in its table, so never reused while it is there) and checks that its
+ * record is the one it wrote. A file a client made itself has another
+ * identity, whatever it holds, and is refused. The record matters after a
+ * restart: the exporter hands its copy of the handle back (EXPORT with
+ * REDECLARE), and the new daemon takes it only where the record names that
+ * client's own region and slot, so that nobody who merely holds a handle can
+ * make it name a slot of theirs.
+ *
+ * What a client hands over is checked without anything that could block:
+ * F_GET_SEALS answers at once for any file (only memfds have seals), and
+ * only then is the file looked at and read.
+ */
+#include "export.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "closer.h"
+#include "request.h"
+#include "server.h"
+#include "session.h"
+
+#define HANDLE_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#define BUCKETS 1024u
+
+struct export_entry {
+	struct session *owner;
+	uint32_t slot;
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	struct cuflag_handle_record rec;
+	struct export_entry *next; /* in its bucket */
+};
+
+/* An import a resume brought back, waiting for its exporter's redeclare. */
+struct relink {
+	struct session *s;
+	uint32_t slot;
+	dev_t dev;
+	ino_t ino;
+	struct cuflag_handle_record rec;
+	struct relink *next;
+};
+
+struct export_table {
+	struct export_entry *bucket[BUCKETS];
+	struct relink *relinks;
+};
+
+/* Per session, made at its first EXPORT or IMPORT. */
+struct session_exports {
+	struct export_entry **by_slot; /* nslots: its handle, or NULL */
+	uint8_t *imported;             /* nslots: the slot watches another's */
+	uint32_t nexported;
+};
+
+static struct export_table *table(struct server *srv)
+{
+	if (!srv->exports)
+		srv->exports = calloc(1, sizeof(*srv->exports));
+	return srv->exports;
+}
+
+static struct session_exports *session_xp(struct session *s)
+{
+	struct session_exports *xp = s->xp;
+
+	if (xp)
+		return xp;
+	xp = calloc(1, sizeof(*xp));
+	if (!xp)
+		return NULL;
+	xp->by_slot = calloc(s->slots.n, sizeof(*xp->by_slot));
+	xp->imported = calloc(s->slots.n, 1);
+	if (!xp->by_slot || !xp->imported) {
+		free(xp->by_slot);
+		free(xp->imported);
+		free(xp);
+		return NULL;
+	}
+	return s->xp = xp;
+}
+
+static struct export_entry **bucket_of(struct export_table *t, ino_t ino)
+{
+	return &t->bucket[(uint64_t)ino % BUCKETS];
+}
+
+static struct export_entry *table_find(struct export_table *t, dev_t dev, ino_t ino)
+{
+	for (struct export_entry *e = t ? *bucket_of(t, ino) : NULL; e; e = e->next)
+		if (e->dev == dev && e->ino == ino)
+			return e;
+	return NULL;
+}
+
+static void table_remove(struct server *srv, struct export_entry *e)
+{
+	struct export_entry **p = bucket_of(srv->exports, e->ino);
+
+	while (*p != e)
+		p = &(*p)->next;
+	*p = e->next;
+	closer_close(srv->closer, e->fd);
+	free(e);
+}
+
+int export_is_import(const struct session *s, uint32_t id)
+{
+	return s->xp && id < s->slots.n && s->xp->imported[id];
+}
+
+/* ---------------------------------------------------------------- */
+/* Handle files                                                      */
+/* ---------------------------------------------------------------- */
+
+/* A new handle for slot id of s, in e. 0 or a negative errno. */
+static int handle_make(struct server *srv, struct session *s, uint32_t id,
+		       struct export_entry *e)
+{
+	struct stat st;
+	int fd, rc;
+
+	memset(e, 0, sizeof(*e));
+	e->rec = (struct cuflag_handle_record){
+		.magic = CUFLAG_HANDLE_MAGIC, .version = CUFLAG_PROTO_VERSION,
+		.size = sizeof(e->rec), .slot = id,
+		.region_dev = (uint64_t)s->region.dev, .region_ino = (uint64_t)s->region.ino,
+	};
+	if (getrandom(&e->rec.secret, sizeof(e->rec.secret), 0) != sizeof(e->rec.secret))
+		return -EIO;
+	fd = memfd_create("cuflag-handle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	/* Below the reserve, as the slots' eventfds are. */
+	if (fd >= srv->fd_reserve_from) {
+		close(fd);
+		return -EMFILE;
+	}
+	if (pwrite(fd, &e->rec, sizeof(e->rec), 0) != (ssize_t)sizeof(e->rec) ||
+	    fcntl(fd, F_ADD_SEALS, HANDLE_SEALS) < 0 || fstat(fd, &st) < 0) {
+		rc = errno ? -errno : -EIO;
+		close(fd);
+		return rc;
+	}
+	e->fd = fd;
+	e->dev = st.st_dev;
+	e->ino = st.st_ino;
+	e->owner = s;
+	e->slot = id;
+	return 0;
+}
+
+/* What a client's fd is, if it is a handle: its identity and its record.
+ * Anything else, -EINVAL. */
+static int handle_read(int fd, dev_t *dev, ino_t *ino, struct cuflag_handle_record *rec)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+	struct stat st;
+
+	if (seals < 0 || (seals & HANDLE_SEALS) != HANDLE_SEALS)
+		return -EINVAL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof(*rec))
+		return -EINVAL;
+	if (pread(fd, rec, sizeof(*rec), 0) != (ssize_t)sizeof(*rec))
+		return -EINVAL;
+	if (rec->magic != CUFLAG_HANDLE_MAGIC || rec->version != CUFLAG_PROTO_VERSION ||
+	    rec->size != sizeof(*rec) || rec->reserved)
+		return -EINVAL;
+	*dev = st.st_dev;
+	*ino = st.st_ino;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* EXPORT                                                            */
+/* ---------------------------------------------------------------- */
+
+/* Imports that waited for this handle are linked to it now. */
+static void relink_to(struct server *srv, struct export_entry *e)
+{
+	struct relink **p = &srv->exports->relinks;
+
+	while (*p) {
+		struct relink *r = *p;
+		struct scanner_cmd *c;
+
+		if (r->dev != e->dev || r->ino != e->ino || memcmp(&r->rec, &e->rec, sizeof(r->rec)) ||
+		    !(c = calloc(1, sizeof(*c)))) {
+			p = &r->next;
+			continue; /* out of memory: it is marked gone at the deadline */
+		}
+		*c = (struct scanner_cmd){ .op = SCAN_LINK_IMPORT, .sess = r->s->scan, .slot = r->slot,
+					   .src_sess = e->owner->scan, .src_slot = e->slot,
+					   .owner = r->s };
+		scanner_submit(srv->sc, c);
+		*p = r->next;
+		free(r);
+	}
+}
+
+/* A resumed client hands back the handle its slot had (EXPORT REDECLARE). */
+static int redeclare(struct server *srv, struct session *s, struct request *req, uint32_t id)
+{
+	struct export_entry *e;
+	struct cuflag_handle_record rec;
+	dev_t dev;
+	ino_t ino;
+
+	if (s->xp->by_slot[id] || handle_read(req->fds[0], &dev, &ino, &rec) ||
+	    rec.slot != id || rec.region_dev != (uint64_t)s->region.dev ||
+	    rec.region_ino != (uint64_t)s->region.ino || table_find(srv->exports, dev, ino)) {
+		req->why = "EXPORT: not a handle of this client's slot, or one already declared";
+		return REQ_REFUSE(-EINVAL);
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		req->why = "out of memory";
+		return REQ_REFUSE(-ENOMEM);
+	}
+	*e = (struct export_entry){ .owner = s, .slot = id, .fd = req->fds[0], .dev = dev,
+				    .ino = ino, .rec = rec };
+	req->fds[0] = -1; /* the table's now */
+	e->next = *bucket_of(srv->exports, ino);
+	*bucket_of(srv->exports, ino) = e;
+	s->xp->by_slot[id] = e;
+	s->xp->nexported++;
+	relink_to(srv, e);
+	return req_reply_ok(s, req, NULL, 0, NULL, 0);
+}
+
+int req_export(struct server *srv, struct session *s, struct request *req)
+{
+	struct cuflag_msg_export m;
+	struct export_entry *e;
+	int rc;
+
+	memcpy(&m, req->body, sizeof(m));
+	if (m.id >= s->slots.n || s->slots.state[m.id] != SLOT_LIVE) {
+		req->why = "EXPORT names a slot the client does not hold";
+		return REQ_REFUSE(-EINVAL);
+	}
+	if (export_is_import(s, m.id)) {
+		req->why = "EXPORT of an imported slot";
+		return REQ_REFUSE(-EPERM);
+	}
+	if (!table(srv) || !session_xp(s)) {
+		req->why = "out of memory";
+		return REQ_REFUSE(-ENOMEM);
+	}
+	if (m.flags & CUFLAG_EXPORT_REDECLARE)
+		return redeclare(srv, s, req, m.id);
+	e = s->xp->by_slot[m.id];
+	if (!e) {
+		e = malloc(sizeof(*e));
+		if (!e || (rc = handle_make(srv, s, m.id, e))) {
+			rc = e ? rc : -ENOMEM;
+			free(e);
+			ulog(LOG_ERR, s, "cannot make a handle: %s", strerror(-rc));
+			req->why = rc == -EMFILE || rc == -ENFILE ? "daemon out of fds"
+								   : "cannot make a handle";
+			return REQ_REFUSE(rc);
+		}
+		e->next = *bucket_of(srv->exports, e->ino);
+		*bucket_of(srv->exports, e->ino) = e;
+		s->xp->by_slot[m.id] = e;
+		s->xp->nexported++;
+	}
+	/* The same file every time: the message carries a new fd for it. */
+	return req_reply_ok(s, req, NULL, 0, &e->fd, 1);
+}
+
+/* ---------------------------------------------------------------- */
+/* IMPORT                                                            */
+/* ---------------------------------------------------------------- */
+
+/* What an IMPORT opens: a slot of the importer's (id SLOT_ANY, or the one
+ * a resume names), watching src (NULL: linked later) from start (resume). */
+struct import_open {
+	uint32_t group, id, start, resume;
+	struct scanner_session *src;
+	uint32_t src_slot;
+};
+
+static int import_open(struct server *srv, struct session *s, struct request *req,
+		       const struct import_open *o)
+{
+	struct slot_table *t = &s->slots;
+	struct scanner_cmd *c;
+	int efd = -1, rc;
+
+	/* The importer's quotas: a slot, and its eventfd unless grouped. */
+	if ((rc = slot_fds_may_take(t, slot_fd_cost(o->group, 1), &req->why)))
+		return REQ_REFUSE(rc);
+	if (!t->nfree) {
+		req->why = "slots-per-client reached";
+		return REQ_REFUSE(-ENOSPC);
+	}
+	if (o->resume && !o->group) {
+		if ((rc = req_take_eventfd(req, req->fds[1], "IMPORT: the fd is not an eventfd")))
+			return rc;
+	} else if (!o->group && (rc = req_new_eventfds(srv, &efd, 1))) {
+		req->why = rc == -EMFILE || rc == -ENFILE ? "daemon out of fds" : "out of memory";
+		return REQ_REFUSE(rc);
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		if (efd >= 0)
+			close(efd);
+		req->why = "out of memory";
+		return REQ_REFUSE(-ENOMEM);
+	}
+	if (o->resume && !o->group) {
+		efd = req->fds[1];
+		req->fds[1] = -1; /* the slot's now */
+	}
+	uint32_t id = slot_open(t, o->id, efd, o->group);
+	s->xp->imported[id] = 1;
+	*c = (struct scanner_cmd){ .op = SCAN_ADD_IMPORT, .sess = s->scan, .slot = id,
+				   .efd = efd, .group = o->group, .start = o->start,
+				   .src_sess = o->src, .src_slot = o->src_slot,
+				   .resume = o->resume, .owner = s, .req_id = req->h.req_id };
+	/* Answered once the scanner has linked it: the reply says where its
+	 * timeline starts. */
+	scanner_submit(srv->sc, c);
+	return 0;
+}
+
+/* IMPORT RESUME: the slot the client held before a restart, taken again. */
+static int import_resume(struct server *srv, struct session *s, struct request *req,
+			 struct import_open *o)
+{
+	struct cuflag_handle_record rec;
+	struct export_entry *e;
+	struct relink *r = NULL;
+	dev_t dev;
+	ino_t ino;
+	int rc;
+
+	if (o->id >= s->slots.n || s->slots.state[o->id] != SLOT_FREE) {
+		req->why = "IMPORT: resumes a slot out of range or held";
+		return REQ_REFUSE(-EINVAL);
+	}
+	if (handle_read(req->fds[0], &dev, &ino, &rec)) {
+		req->why = "IMPORT: the fd is not a handle";
+		return REQ_REFUSE(-EINVAL);
+	}
+	/* Its own record, read once: a client that scribbled it only
+	 * miscounts its own completions. */
+	o->start = s->scan->states[o->id].signalled;
+	e = table_find(srv->exports, dev, ino);
+	if (e && !memcmp(&e->rec, &rec, sizeof(rec))) {
+		o->src = e->owner->scan;
+		o->src_slot = e->slot;
+	} else if (cuflag_now_ms() - srv->start_ms < CUFLAG_IMPORT_RELINK_MS) {
+		r = calloc(1, sizeof(*r));
+		if (!r) {
+			req->why = "out of memory";
+			return REQ_REFUSE(-ENOMEM);
+		}
+		*r = (struct relink){ .s = s, .slot = o->id, .dev = dev, .ino = ino, .rec = rec };
+	} else {
+		req->why = "IMPORT: no exporter declared that handle";
+		return REQ_REFUSE(-EINVAL);
+	}
+	rc = import_open(srv, s, req, o);
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	if (r) {
+		r->next = srv->exports->relinks;
+		srv->exports->relinks = r;
+	}
+	return 0;
+}
+
+int req_import(struct server *srv, struct session *s, struct request *req)
+{
+	struct cuflag_msg_import m;
+	struct cuflag_handle_record rec;
+	struct export_entry *e;
+	dev_t dev;
+	ino_t ino;
+
+	memcpy(&m, req->body, sizeof(m));
+	if (!slot_table_group_ok(&s->slots, m.group)) {
+		req->why = "IMPORT names a group that was not made";
+		return REQ_REFUSE(-EINVAL);
+	}
+	if (!table(srv) || !session_xp(s)) {
+		req->why = "out of memory";
+		return REQ_REFUSE(-ENOMEM);
+	}
+	struct import_open o = { .group = m.group, .id = SLOT_ANY };
+	if (m.flags & CUFLAG_IMPORT_RESUME) {
+		o.id = m.id;
+		o.resume = 1;
+		return import_resume(srv, s, req, &o);
+	}
+	e = handle_read(req->fds[0], &dev, &ino, &rec) ? NULL
+						       : table_find(srv->exports, dev, ino);
+	if (!e || memcmp(&e->rec, &rec, sizeof(rec))) {
+		req->why = "IMPORT: the fd is not a live handle of this daemon's";
+		return REQ_REFUSE(-EINVAL);
+	}
+	o.src = e->owner->scan;
+	o.src_slot = e->slot;
+	return import_open(srv, s, req, &o);
+}
+
+void export_on_done(struct server *srv, struct session *s, struct scanner_cmd *c)
+{
+	struct cuflag_slot_grant g = { .id = c->slot, .start = c->start };
+	unsigned nfds = c->group || c->resume ? 0 : 1;
+
+	if (s->dead)
+		return; /* its slots' eventfds go with the session */
+	if (request_reply(s, CUFLAG_MSG_IMPORT, c->req_id, 0, &g, sizeof(g), &c->efd, nfds) < 0)
+		session_drop(srv, s, -EPIPE, "cannot send a reply");
+}
+
+/* ---------------------------------------------------------------- */
+/* Lifecycles                                                        */
+/* ---------------------------------------------------------------- */
+
+static void relinks_drop(struct server *srv, struct session *s, uint32_t slot)
+{
+	struct relink **p = srv->exports ? &srv->exports->relinks : NULL;
+
+	while (p && *p) {
+		struct relink *r = *p;
+		if (r->s == s && (slot == SLOT_ANY || r->slot == slot)) {
+			*p = r->next;
+			free(r);
+		} else {
+			p = &r->next;
+		}
+	}
+}
+
+void export_slot_freed(struct server *srv, struct session *s, uint32_t id)
+{
+	struct session_exports *xp = s->xp;
+
+	if (!xp)
+		return;
+	if (xp->by_slot[id]) {
+		table_remove(srv, xp->by_slot[id]);
+		xp->by_slot[id] = NULL;
+		xp->nexported--;
+	}
+	if (xp->imported[id]) {
+		xp->imported[id] = 0;
+		relinks_drop(srv, s, id);
+	}
+}
+
+void export_session_gone(struct server *srv, struct session *s)
+{
+	struct session_exports *xp = s->xp;
+
+	if (!xp)
+		return;
+	for (uint32_t i = 0; xp->nexported && i < s->slots.n; i++) {
+		if (xp->by_slot[i]) {
+			table_remove(srv, xp->by_slot[i]);
+			xp->by_slot[i] = NULL;
+			xp->nexported--;
+		}
+	}
+	relinks_drop(srv, s, SLOT_ANY);
+}
+
+void export_session_free(struct session *s)
+{
+	if (!s->xp)
+		return;
+	free(s->xp->by_slot);
+	free(s->xp->imported);
+	free(s->xp);
+	s->xp = NULL;
+}
+
+void export_tick(struct server *srv, uint64_t now_ms)
+{
+	struct relink *r;
+
+	if (!srv->exports || !srv->exports->relinks ||
+	    now_ms - srv->start_ms < CUFLAG_IMPORT_RELINK_MS)
+		return;
+	while ((r = srv->exports->relinks)) {
+		struct scanner_cmd *c = calloc(1, sizeof(*c));
+		if (!c)
+			return; /* the next tick */
+		/* No src: the scanner marks it gone. */
+		*c = (struct scanner_cmd){ .op = SCAN_LINK_IMPORT, .sess = r->s->scan,
+					   .slot = r->slot, .owner = r->s };
+		scanner_submit(srv->sc, c);
+		srv->exports->relinks = r->next;
+		free(r);
+	}
+}
+
+void export_fini(struct server *srv)
+{
+	struct export_table *t = srv->exports;
+	struct relink *r;
+
+	if (!t)
+		return;
+	for (uint32_t b = 0; b < BUCKETS; b++)
+		while (t->bucket[b]) {
+			struct export_entry *e = t->bucket[b];
+			t->bucket[b] = e->next;
+			closer_close(srv->closer, e->fd);
+			free(e);
+		}
+	while ((r = t->relinks)) {
+		t->relinks = r->next;
+		free(r);
+	}
+	free(t);
+	srv->exports = NULL;
+}
