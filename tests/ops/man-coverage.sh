@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # The man pages document what the code offers: every long option cuflagd and
 # cuflagctl accept, every cuflagctl command, every exported function and
-# every function of cuflag_device.h (with a man3 link of its name);
+# every function of cuflag_device.h (with a man3 link of its name), and each
+# function's errors as its header comment lists them (man-errors.py);
 # cuflagd(8)'s SYNOPSIS is exactly what `cuflagd --help` lists, and so is the
 # README's table of options.
 #   man-coverage.sh SOURCE_ROOT CUFLAGD
@@ -66,5 +67,7 @@ for fn in $(sed -n 's/^static __device__[^(]*[ *]\(cuflag_device_[a-z0-9_]*\)(.*
 	grep -qF "$fn(" "$src/man/libcuflag-client.3" || missing "libcuflag-client.3: $fn not in the synopsis"
 	grep -qF "'$fn'" "$src/man/meson.build" || missing "man/meson.build: no $fn.3 link"
 done
+# Each function's errors, as its header comment lists them, in its entry.
+python3 "$(dirname "$0")/man-errors.py" "$src" || fail=1
 [ $fail -eq 0 ] && echo "man coverage: ok"
 exit $fail
