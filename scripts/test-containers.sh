@@ -1,10 +1,11 @@
 #!/bin/sh
 # The DaemonSet's pod from images built out of the Debian packages, with no
-# registry: a Debian 12 root made by debootstrap, the packages installed in
-# it as deploy/Dockerfile's target cuflagd does (user cuflag with the fixed
-# id 9431), committed as localhost/cuflagd:0.1.0 by buildah; then the pod
-# template of deploy/cuflagd-daemonset.yaml (the daemon and the exporter
-# sidecar, the socket directory a hostPath) played by podman. Checked: the
+# registry, as docs/kubernetes.md says to try it: the image by
+# scripts/build-images.sh (a Debian 12 root made by debootstrap, the packages
+# installed in it, committed as localhost/cuflagd:0.1.0 by buildah); then the
+# pod template of deploy/cuflagd-daemonset.yaml as a Pod
+# (scripts/daemonset-pod.py: the daemon and the exporter sidecar, the socket
+# directory a hostPath) played by podman. Checked: the
 # daemon answers cuflagctl in its container, a client in another container
 # of the node is served through the shared socket, and the exporter's port
 # answers GET /metrics with that client's completions.
@@ -26,10 +27,8 @@ podman info >/dev/null 2>&1 || skip "podman cannot run here ($(podman info 2>&1 
 work=$(mktemp -d /var/tmp/cuflag-containers.XXXXXX)
 image=localhost/cuflagd:0.1.0
 pod=cuflagd-test
-ctr=
 cleanup() {
 	podman pod rm -f "$pod" >/dev/null 2>&1 || true
-	[ -z "$ctr" ] || buildah rm "$ctr" >/dev/null 2>&1 || true
 	podman rmi -f "$image" >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
@@ -42,67 +41,21 @@ if [ -z "$debs" ]; then
 	scripts/build-debs.sh "$debs"
 fi
 
-# 1. The image: a minbase root, the packages as the Dockerfile installs them.
-cache=${BOOT_CACHE:-/var/tmp/cuflag-boot}
-mkdir -p "$cache"
-base=$cache/containers-bookworm
-if [ ! -e "$base/.complete" ]; then
-	rm -rf "$base.tmp"
-	debootstrap --variant=minbase --include=systemd-standalone-sysusers bookworm "$base.tmp" \
-		"${BOOT_MIRROR:-http://deb.debian.org/debian}" >"$cache/containers.log" 2>&1 ||
-		skip "debootstrap failed (no mirror? log: $cache/containers.log)"
-	touch "$base.tmp/.complete"
-	mv "$base.tmp" "$base"
+# 1. The image: scripts/build-images.sh, as the docs name it.
+if ! DEBS=$debs scripts/build-images.sh "$image" >"$work/images.log" 2>&1; then
+	cat "$work/images.log"
+	grep -q "debootstrap failed" "$work/images.log" && skip "debootstrap failed (no mirror?)"
+	echo "containers: scripts/build-images.sh failed"
+	exit 1
 fi
-root=$work/root
-cp -a "$base/." "$root/"
-mkdir -p "$root/tmp/debs"
-cp "$debs"/cuflagd_*.deb "$debs"/libcuflag-client0_*.deb "$debs"/python3-cuflag_*.deb \
-	"$root/tmp/debs/"
-chroot "$root" sh -euc '
-	groupadd --system --gid 9431 cuflag
-	useradd --system -K SYS_UID_MAX=65535 --uid 9431 --gid cuflag --no-create-home \
-		--home-dir / --shell /usr/sbin/nologin cuflag
-	apt-get install -y --no-install-recommends /tmp/debs/*.deb python3 >/dev/null
-	rm -rf /tmp/debs /var/cache/apt/archives/*.deb' ||
-	{ echo "containers: the packages do not install in the image root"; exit 1; }
-ctr=$(buildah from scratch)
-mnt=$(buildah mount "$ctr")
-cp -a "$root/." "$mnt/"
-buildah umount "$ctr" >/dev/null
-buildah config --user 9431:9431 --entrypoint '["/usr/sbin/cuflagd"]' \
-	--cmd '--socket /run/cuflagd/cuflagd.sock' "$ctr"
-buildah commit -q "$ctr" "$image" >/dev/null
-buildah rm "$ctr" >/dev/null
-ctr=
 echo "containers: built $image from the packages"
 
 # 2. The DaemonSet's pod template as a Pod: the socket directory in $work,
 # the exporter's port published on a free one of the host's.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$work/run-cuflagd"
-python3 - deploy/cuflagd-daemonset.yaml "$work/pod.yaml" "$work/run-cuflagd" "$image" "$port" <<'PY'
-import sys, yaml
-src, out, sockdir, image, port = sys.argv[1:]
-ds = [d for d in yaml.safe_load_all(open(src)) if d and d.get("kind") == "DaemonSet"][0]
-tmpl = ds["spec"]["template"]
-spec = tmpl["spec"]
-for key in ("nodeSelector", "tolerations", "priorityClassName"):
-    spec.pop(key, None)
-for c in spec.get("initContainers", []) + spec["containers"]:
-    c["image"] = image
-    for p in c.get("ports", []):
-        if p.get("name") == "metrics":
-            p["hostPort"] = int(port)
-for v in spec["volumes"]:
-    if "hostPath" in v:
-        v["hostPath"] = {"path": sockdir, "type": "Directory"}
-pod = {"apiVersion": "v1", "kind": "Pod",
-       "metadata": {"name": "cuflagd-test", "labels": tmpl["metadata"]["labels"],
-                    "annotations": tmpl["metadata"].get("annotations", {})},
-       "spec": spec}
-yaml.safe_dump(pod, open(out, "w"))
-PY
+scripts/daemonset-pod.py --image "$image" --socket-dir "$work/run-cuflagd" --port "$port" \
+	--name "$pod" >"$work/pod.yaml"
 # podman asks for 1048576 open files and as many processes by default: no
 # more than this machine's hard limits (a container or CI runner may have less).
 lim() { # the hard limit named $1 in /proc/self/limits
