@@ -4,11 +4,15 @@
  * insert and remove, and per user the wait list of slots with arms in flight
  * that found no room in the user's share of it. Every way into the set (an
  * arm from the queue, an adoption after a restart, a freed slot whose flag
- * has not landed) keeps to the share. Only pending slots cost a pass.
+ * has not landed) keeps to the share. Only pending slots cost a pass, and
+ * of those only the hot ones every pass: cold ones wait in a compact array
+ * that a sweep reads a slice at a time (cold-sweep.h, scanner-cold.c).
  * The main thread reads a session's pending + waiting (its slots in flight)
  * and a user's pending alone: what its limit holds, as its arms waiting in
  * the queue are not counted either.
  */
+#include <assert.h>
+
 #include "scanner-private.h"
 
 static void publish(struct scanner_session *ss, struct scanner_user *u)
@@ -22,6 +26,75 @@ int pending_user_full(const struct scanner_user *u)
 	return u->pending >= u->max_pending;
 }
 
+/* max_pending covers every slot that can exist, so neither array can
+ * overflow. */
+static void hot_add(struct scanner *sc, struct scanner_slot *s)
+{
+	s->cold = 0;
+	s->pend_idx = (uint32_t)sc->npending;
+	sc->pending[sc->npending++] = s;
+	s->sess->user->hot++;
+}
+
+static void hot_del(struct scanner *sc, struct scanner_slot *s)
+{
+	struct scanner_slot *last = sc->pending[--sc->npending];
+
+	assert(!s->cold && sc->pending[s->pend_idx] == s);
+	sc->pending[s->pend_idx] = last;
+	last->pend_idx = s->pend_idx;
+	s->pend_idx = SCAN_NOT_PENDING;
+	s->sess->user->hot--;
+}
+
+static void cold_put(struct scanner *sc, uint64_t i, const struct cold_entry *e)
+{
+	sc->cold[i] = *e;
+	e->slot->pend_idx = (uint32_t)i;
+}
+
+/* Appended: not read by this sweep yet, so it will be. */
+static void cold_add(struct scanner *sc, struct scanner_slot *s, uint32_t seen, uint64_t wake_at)
+{
+	struct cold_entry e = { .flag = s->flag, .slot = s, .wake_at = wake_at, .seen = seen };
+
+	s->cold = 1;
+	cold_put(sc, sc->ncold++, &e);
+}
+
+/* Keeps the sweep's order: cold[0, pos) read by this sweep, the rest not.
+ * An entry the sweep has read takes the place of one before pos, and the
+ * last (not read) the place of that one. */
+static void cold_del(struct scanner *sc, struct scanner_slot *s)
+{
+	uint64_t i = s->pend_idx, last = sc->ncold - 1;
+
+	assert(s->cold && sc->cold[i].slot == s);
+	if (i < sc->sweep.pos) {
+		uint64_t j = --sc->sweep.pos;
+		if (j != i)
+			cold_put(sc, i, &sc->cold[j]);
+		i = j;
+	}
+	if (i != last)
+		cold_put(sc, i, &sc->cold[last]);
+	sc->ncold--;
+	s->cold = 0;
+	s->pend_idx = SCAN_NOT_PENDING;
+}
+
+void pending_go_cold(struct scanner *sc, struct scanner_slot *s, uint32_t seen, uint64_t wake_at)
+{
+	hot_del(sc, s);
+	cold_add(sc, s, seen, wake_at);
+}
+
+void pending_go_hot(struct scanner *sc, struct scanner_slot *s)
+{
+	cold_del(sc, s);
+	hot_add(sc, s);
+}
+
 void pending_add(struct scanner *sc, struct scanner_slot *s)
 {
 	pending_add_at(sc, s, sc->now);
@@ -33,7 +106,7 @@ void pending_add_at(struct scanner *sc, struct scanner_slot *s, uint64_t arm_ns)
 
 	if (s->pend_idx != SCAN_NOT_PENDING || s->waiting)
 		return;
-	if (!sc->npending)
+	if (!pending_count(sc))
 		idle_note_armed_from_empty(&sc->idle, arm_ns);
 	predict_armed(&s->timing, arm_ns);
 	/* The metrics' arm -> done and stuck waits count from the arm: the
@@ -43,9 +116,8 @@ void pending_add_at(struct scanner *sc, struct scanner_slot *s, uint64_t arm_ns)
 	 * 500 us work read as tens of us). */
 	if (sc->t.metrics)
 		atomic_store_explicit(&s->armed_at_ns, arm_ns, memory_order_relaxed);
-	/* max_pending covers every slot that can exist, so this cannot overflow. */
-	s->pend_idx = (uint32_t)sc->npending;
-	sc->pending[sc->npending++] = s;
+	/* Hot: it may land soon. */
+	hot_add(sc, s);
 	s->sess->pending++;
 	u->pending++;
 	publish(s->sess, u);
@@ -104,10 +176,10 @@ void pending_del(struct scanner *sc, struct scanner_slot *s)
 	}
 	if (i == SCAN_NOT_PENDING)
 		return;
-	struct scanner_slot *last = sc->pending[--sc->npending];
-	sc->pending[i] = last;
-	last->pend_idx = i;
-	s->pend_idx = SCAN_NOT_PENDING;
+	if (s->cold)
+		cold_del(sc, s);
+	else
+		hot_del(sc, s);
 	atomic_store_explicit(&s->armed_at_ns, 0, memory_order_relaxed);
 	s->sess->pending--;
 	u->pending--;
@@ -117,7 +189,7 @@ void pending_del(struct scanner *sc, struct scanner_slot *s)
 		struct scanner_slot *w = u->wait_head;
 		unwait(w);
 		pending_add(sc, w);
-	} else if (!sc->npending) {
+	} else if (!pending_count(sc)) {
 		idle_note_empty(&sc->idle, sc->now);
 	}
 }

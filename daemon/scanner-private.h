@@ -11,7 +11,19 @@
 #ifndef CUFLAGD_SCANNER_PRIVATE_H
 #define CUFLAGD_SCANNER_PRIVATE_H
 
+#include "cold-sweep.h"
 #include "scanner.h"
+
+/* A cold pending slot as the sweep reads it: compact, so that reading one
+ * costs its flag and this entry, not the slot's state (cold-sweep.h). */
+struct cold_entry {
+	volatile uint32_t *flag;
+	struct scanner_slot *slot;
+	uint64_t wake_at; /* made hot by a sweep from then (cold_wake_at) */
+	uint32_t seen;    /* the flag when it went cold: a sweep that finds
+			   * another value makes it hot */
+	uint32_t pad;
+};
 
 struct scanner {
 	pthread_t thread;
@@ -35,8 +47,14 @@ struct scanner {
 	/* Scanner-private: sized once at start, never reallocated. */
 	struct scanner_session **sessions;
 	uint32_t nsessions, max_sessions;
+	/* The pending set: hot slots, read by every pass, and cold ones,
+	 * read by the sweep (scanner-pending.c, scanner-cold.c). */
 	struct scanner_slot **pending;
 	uint64_t npending, max_pending;
+	struct cold_entry *cold;
+	uint64_t ncold;
+	struct cold_sweep sweep; /* cold[0, sweep.pos) were read by this sweep */
+	uint64_t cold_next_ns;   /* the sweep's next slice is due then */
 	int few_cpus; /* give a woken thread our CPU at once (see pass()) */
 	struct scanner_group **rang; /* groups that got records this pass */
 	uint64_t nrang;
@@ -93,6 +111,19 @@ void pending_add_at(struct scanner *sc, struct scanner_slot *s, uint64_t arm_ns)
 void pending_add_or_wait(struct scanner *sc, struct scanner_slot *s);
 void pending_del(struct scanner *sc, struct scanner_slot *s);
 int pending_user_full(const struct scanner_user *u);
+/* Move a hot slot to the cold array, its flag seen at seen, to be made hot
+ * again from wake_at (cold-sweep.h); and a cold one back. */
+void pending_go_cold(struct scanner *sc, struct scanner_slot *s, uint32_t seen, uint64_t wake_at);
+void pending_go_hot(struct scanner *sc, struct scanner_slot *s);
+/* Slots pending, hot and cold. */
+static inline uint64_t pending_count(const struct scanner *sc)
+{
+	return sc->npending + sc->ncold;
+}
+
+/* scanner-cold.c: the pass's slice of the sweep; cold slots whose flag
+ * moved (or whose time came) are made hot, for this pass to read. */
+void cold_sweep_slice(struct scanner *sc);
 
 /* scanner-park.c */
 void scanner_set_state(struct scanner *sc, uint32_t st);

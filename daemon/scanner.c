@@ -281,11 +281,28 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 			import_fanout(sc, s);
 		if (sc->t.idle.mode == SCANNER_ADAPTIVE)
 			learn_completion(sc, s);
+		else /* awaited from now: how long, the sweep asks */
+			predict_completed_unseen(&s->timing, sc->now);
 	}
 	return why;
 }
 
-/* Look at pending slot s. Returns 1 when it left the pending set (another
+/* A pending slot goes cold where the sweep is to read it instead of every
+ * pass (cold-sweep.h); f: its flag as this pass read it, which the sweep
+ * compares with. Returns whether it went. */
+static int go_cold(struct scanner *sc, struct scanner_slot *s, uint32_t f)
+{
+	const struct slot_timing *t = &s->timing;
+	uint64_t due = t->lat_ns ? t->since_ns + t->lat_ns : 0;
+	enum cold_reason why = cold_should_go(sc->now, t->since_ns, due, s->sess->user->hot);
+
+	if (why == COLD_STAY_HOT)
+		return 0;
+	pending_go_cold(sc, s, f, cold_wake_at(why, due));
+	return 1;
+}
+
+/* Look at pending slot s. Returns 1 when it left the hot set (another
  * entry now holds its index), 0 when it stays; adds completions to *total. */
 static int scan_slot(struct scanner *sc, struct scanner_slot *s, uint64_t lead,
 		     uint64_t *total)
@@ -300,7 +317,7 @@ static int scan_slot(struct scanner *sc, struct scanner_slot *s, uint64_t lead,
 
 	if (s->retiring) {
 		if (!cuflag_tl_reached(f, s->armed))
-			return 0;
+			return go_cold(sc, s, f);
 		struct scanner_cmd *c = s->retire_cmd;
 		s->retire_cmd = NULL;
 		s->retiring = 0;
@@ -326,6 +343,8 @@ static int scan_slot(struct scanner *sc, struct scanner_slot *s, uint64_t lead,
 		pending_del(sc, s);
 		return 1;
 	}
+	if (go_cold(sc, s, f))
+		return 1;
 	if (sc->t.idle.mode == SCANNER_ADAPTIVE) {
 		uint64_t at = predict_look_at(&s->timing, sc->now, lead, sc->t.idle.backstop_ns);
 		if (at < sc->look_at)
@@ -379,7 +398,7 @@ static uint64_t scan_pending(struct scanner *sc)
 /* One pass; whether it made progress (arms, commands, completions). */
 static int pass(struct scanner *sc)
 {
-	uint64_t before = sc->npending;
+	uint64_t before = pending_count(sc);
 	int progress = 0;
 
 	sc->prev_pass_ns = sc->pass_ns;
@@ -393,6 +412,7 @@ static int pass(struct scanner *sc)
 		scanner_apply_cmds(sc);
 		progress = 1;
 	}
+	cold_sweep_slice(sc);
 	if (scan_pending(sc)) {
 		/* Whoever was just woken may have been put on this CPU: let
 		 * it run now instead of after our spin (see BENCHMARKS.md).
@@ -403,9 +423,15 @@ static int pass(struct scanner *sc)
 		if (sc->few_cpus)
 			sched_yield();
 		progress = 1;
-	} else if (sc->npending != before) {
+	} else if (pending_count(sc) != before) {
 		progress = 1;
 	}
+	/* Slots that went cold in this pass, into an empty cold set: swept
+	 * from now (cold_plan), read within a sweep. */
+	if (sc->ncold && sc->cold_next_ns == UINT64_MAX)
+		sc->cold_next_ns = sc->now + COLD_SWEEP_NS;
+	if (sc->cold_next_ns < sc->look_at)
+		sc->look_at = sc->cold_next_ns;
 	atomic_fetch_add_explicit(&sc->passes, 1, memory_order_relaxed);
 	sc->planned = 0; /* a wait after this pass sets them for the next */
 	sc->woke_from = 0;
@@ -449,7 +475,7 @@ static void *scanner_main(void *arg)
 			continue;
 		}
 		progress = pass(sc);
-		d = idle_decide(&sc->t.idle, &sc->idle, sc->now, sc->npending, progress,
+		d = idle_decide(&sc->t.idle, &sc->idle, sc->now, pending_count(sc), progress,
 				sc->look_at, sc->lead);
 		if (d.action == IDLE_SPIN)
 			spin_once(sc);
@@ -509,6 +535,7 @@ static void scanner_free(struct scanner *sc)
 	safe_close(sc->park_ep);
 	free(sc->sessions);
 	free(sc->pending);
+	free(sc->cold);
 	free(sc->rang);
 	pthread_mutex_destroy(&sc->lock);
 	free(sc);
@@ -535,8 +562,10 @@ int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32
 	pthread_mutex_init(&sc->lock, NULL);
 	sc->sessions = calloc(max_sessions ? max_sessions : 1, sizeof(*sc->sessions));
 	sc->pending = calloc(max_slots ? max_slots : 1, sizeof(*sc->pending));
+	sc->cold = calloc(max_slots ? max_slots : 1, sizeof(*sc->cold));
 	sc->rang = calloc(max_groups ? max_groups : 1, sizeof(*sc->rang));
-	if (!sc->sessions || !sc->pending || !sc->rang) {
+	sc->cold_next_ns = UINT64_MAX;
+	if (!sc->sessions || !sc->pending || !sc->cold || !sc->rang) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -578,6 +607,10 @@ void scanner_stop(struct scanner *sc)
 	for (uint64_t i = 0; i < sc->npending; i++) {
 		free(sc->pending[i]->retire_cmd);
 		sc->pending[i]->retire_cmd = NULL;
+	}
+	for (uint64_t i = 0; i < sc->ncold; i++) {
+		free(sc->cold[i].slot->retire_cmd);
+		sc->cold[i].slot->retire_cmd = NULL;
 	}
 	for (uint32_t i = 0; i < sc->nsessions; i++)
 		for (uint32_t k = 0; sc->sessions[i]->waiting && k < sc->sessions[i]->layout.nslots; k++) {

@@ -39,6 +39,7 @@ struct scanner_user {
 	struct fair_share share;  /* its part of each pass (fair-share.h) */
 	uint64_t cut_at_ns;       /* a write of this user's was cut short then */
 	uint32_t pending;         /* its slots in the pending set */
+	uint32_t hot;             /* of those, read by every pass (cold-sweep.h) */
 	uint32_t max_pending;     /* no more of its slots are pending at once */
 	/* Slots with arms in flight that came with no room in the pending
 	 * set (adopted after a restart, or freed before their flag landed):
@@ -60,7 +61,8 @@ struct scanner_slot {
 	int efd;
 	uint32_t armed;     /* highest target armed */
 	uint32_t signalled; /* value up to which completions were written */
-	uint32_t pend_idx;  /* index in the pending set, or SCAN_NOT_PENDING */
+	uint32_t pend_idx;  /* index in the pending set's hot or cold array, or
+			     * SCAN_NOT_PENDING */
 	uint32_t group;     /* 0, or the id + 1 of the group whose ring it signals */
 	struct slot_timing timing; /* when its next completion is due (predictor.h) */
 	/* Metrics: pending since then (a pass's clock), or since its last
@@ -70,6 +72,7 @@ struct scanner_slot {
 	uint8_t owned;      /* allocated to the client: arms are accepted */
 	uint8_t retiring;   /* freed, waiting for the flag to reach armed */
 	uint8_t waiting;    /* on its user's wait list (not pending yet) */
+	uint8_t cold;       /* pending, read by the cold sweep (cold-sweep.h) */
 	struct scanner_slot *wait_prev, *wait_next;
 	struct scanner_session *sess;
 	struct scanner_cmd *retire_cmd; /* handed back once the flag lands */

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+#include "cold-sweep.h"
+
+/* When a sweep begun at start_ns is due to have read n of ncold slots. */
+static uint64_t due_at(uint64_t start_ns, uint64_t n, uint64_t ncold)
+{
+	unsigned __int128 t = (unsigned __int128)COLD_SWEEP_NS * n + ncold - 1;
+	return start_ns + (uint64_t)(t / ncold);
+}
+
+/* How many of ncold slots a sweep begun at start_ns is due to have read. */
+static uint64_t due_by(uint64_t start_ns, uint64_t ncold, uint64_t now_ns)
+{
+	uint64_t elapsed = now_ns - start_ns;
+
+	if (elapsed >= COLD_SWEEP_NS)
+		return ncold;
+	return (uint64_t)((unsigned __int128)ncold * elapsed / COLD_SWEEP_NS);
+}
+
+/* A slice is worth a pass once this many slots are due (all that are left
+ * of the sweep, where fewer are). */
+static uint64_t worth(uint64_t left)
+{
+	return left < COLD_SLICE_MIN ? left : COLD_SLICE_MIN;
+}
+
+struct cold_slice cold_plan(struct cold_sweep *sw, uint64_t ncold, uint64_t now_ns)
+{
+	struct cold_slice sl = { .from = sw->pos, .count = 0, .next_ns = UINT64_MAX };
+	uint64_t due;
+
+	if (!ncold) {
+		/* Slots that go cold later are swept from when they come. */
+		sw->start_ns = now_ns;
+		sw->pos = sl.from = 0;
+		return sl;
+	}
+	if (sw->pos >= ncold) {
+		if (now_ns - sw->start_ns < COLD_SWEEP_NS) {
+			sl.next_ns = sw->start_ns + COLD_SWEEP_NS;
+			return sl;
+		}
+		sw->start_ns = now_ns;
+		sw->pos = sl.from = 0;
+	}
+	due = due_by(sw->start_ns, ncold, now_ns);
+	if (due >= sw->pos + worth(ncold - sw->pos)) {
+		sl.count = due - sw->pos > COLD_SLICE_MAX ? COLD_SLICE_MAX : due - sw->pos;
+		sw->pos += sl.count;
+	}
+	if (sw->pos >= ncold)
+		sl.next_ns = sw->start_ns + COLD_SWEEP_NS;
+	else if (due >= sw->pos + worth(ncold - sw->pos))
+		sl.next_ns = now_ns; /* behind by a slice or more: at once */
+	else
+		sl.next_ns = due_at(sw->start_ns, sw->pos + worth(ncold - sw->pos), ncold);
+	if (sl.next_ns < now_ns)
+		sl.next_ns = now_ns;
+	return sl;
+}
+
+enum cold_reason cold_should_go(uint64_t now_ns, uint64_t since_ns, uint64_t due_ns,
+				uint32_t user_hot)
+{
+	if (user_hot > COLD_HOT_PER_USER)
+		return COLD_CROWDED;
+	if (due_ns > now_ns + COLD_AFTER_NS)
+		return COLD_AHEAD;
+	if (now_ns - since_ns < COLD_AFTER_NS)
+		return COLD_STAY_HOT;
+	/* Awaited long: hot still while its predicted completion is to come
+	 * (the predictor looks for it then); overdue or unknown, cold. */
+	return due_ns >= now_ns ? COLD_STAY_HOT : COLD_AGED;
+}
+
+uint64_t cold_wake_at(enum cold_reason why, uint64_t due_ns)
+{
+	switch (why) {
+	case COLD_AHEAD:
+		/* A sweep reads each cold slot within two periods, wherever it
+		 * stands in the set: hot by then, the predictor's look follows. */
+		return due_ns - 2 * COLD_SWEEP_NS;
+	case COLD_CROWDED:
+		return 0;
+	default:
+		return UINT64_MAX;
+	}
+}
