@@ -89,6 +89,14 @@ extern "C" {
         n: c_uint,
         out: *mut *mut cuflag_slot,
     ) -> c_int;
+    pub fn cuflag_slot_export(s: *mut cuflag_slot, fd: *mut c_int) -> c_int;
+    pub fn cuflag_slot_import(c: *mut cuflag_client, fd: c_int, out: *mut *mut cuflag_slot)
+        -> c_int;
+    pub fn cuflag_group_slot_import(
+        g: *mut cuflag_group,
+        fd: c_int,
+        out: *mut *mut cuflag_slot,
+    ) -> c_int;
     pub fn cuflag_group_drain(
         g: *mut cuflag_group,
         out: *mut cuflag_completion,
@@ -107,4 +115,5 @@ extern "C" {
     /// 1 (capturing), 0 (not), or a negative errno.
     pub fn cuflag_cuda_capturing(stream: CUstream) -> c_int;
     pub fn cuflag_cuda_check(s: *mut cuflag_slot) -> c_int;
+    pub fn cuflag_cuda_wait(s: *mut cuflag_slot, stream: CUstream, value: u32) -> c_int;
 }

@@ -3,7 +3,7 @@
 
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_int, c_short, c_ulong};
-use std::os::unix::io::RawFd;
+use std::os::unix::io::{AsFd, AsRawFd, RawFd};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,6 +130,26 @@ impl Client {
             |k, out| unsafe { sys::cuflag_slots_acquire(c, k, out) },
             || Owner::Client(self.inner.clone()),
         )
+    }
+
+    /// A slot that watches the one `fd` names (from [`Slot::export`], in
+    /// this or another process): its eventfd rings and its count advances
+    /// with the exporter's completions, counted from now, exactly once
+    /// (across daemon restarts too); `wait` takes the exporter's values.
+    /// It cannot be armed, stored or exported (`EPERM`); when the exporter's
+    /// slot goes, `wait` and `consume` fail with `EPIPE`. It counts against
+    /// this client's quotas. `fd` stays the caller's. Errors: `EINVAL` (not
+    /// a live handle of this daemon's), `EBADF`, or an error of
+    /// [`acquire`](Client::acquire).
+    pub fn import_slot(&self, fd: impl AsFd) -> Result<Slot> {
+        let mut out = ptr::null_mut();
+        check(
+            unsafe {
+                sys::cuflag_slot_import(self.inner.raw(), fd.as_fd().as_raw_fd(), &mut out)
+            },
+            "cuflag_slot_import",
+        )?;
+        Ok(unsafe { Slot::new(out, Owner::Client(self.inner.clone())) })
     }
 
     /// A new [`Group`]: slots that share one eventfd and one completion

@@ -140,6 +140,21 @@ impl Group {
         Ok(unsafe { Slot::new(out, Owner::Group(self.inner.clone())) })
     }
 
+    /// [`Client::import_slot`](crate::Client::import_slot) into the group.
+    /// When the exporter's slot goes, a drain hands out one record of 0
+    /// completions for it.
+    pub fn import_slot(&self, fd: impl std::os::unix::io::AsFd) -> Result<Slot> {
+        use std::os::unix::io::AsRawFd;
+        let mut out = ptr::null_mut();
+        check(
+            unsafe {
+                sys::cuflag_group_slot_import(self.inner.raw(), fd.as_fd().as_raw_fd(), &mut out)
+            },
+            "cuflag_group_slot_import",
+        )?;
+        Ok(unsafe { Slot::new(out, Owner::Group(self.inner.clone())) })
+    }
+
     /// `n` slots of the group in as few round trips as possible; all or
     /// nothing. Errors as [`acquire`](Group::acquire), `EINVAL` for 0.
     pub fn acquire_many(&self, n: usize) -> Result<Vec<Slot>> {

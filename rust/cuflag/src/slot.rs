@@ -2,7 +2,7 @@
 //! One completion timeline: [`Slot`].
 
 use std::os::raw::{c_int, c_uint};
-use std::os::unix::io::RawFd;
+use std::os::unix::io::{FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -223,6 +223,22 @@ impl Slot {
         }
         check(rc, "cuflag_slot_consume")?;
         Ok(n)
+    }
+
+    /// An fd that names this slot, for another process to import
+    /// ([`Client::import_slot`](crate::Client::import_slot)): pass it over
+    /// a Unix socket (SCM_RIGHTS) or by fork. Whoever holds it may watch
+    /// the slot's completions, whatever its uid; dropping it changes
+    /// nothing for the slot. When the slot is dropped (or its client goes),
+    /// every import of it ends with `EPIPE`. Errors: `EPERM` (an imported
+    /// slot), `EMFILE`, `ENFILE`, `ENOTCONN`, `ECHILD`.
+    pub fn export(&self) -> Result<OwnedFd> {
+        let mut fd: c_int = -1;
+        check(
+            unsafe { sys::cuflag_slot_export(self.raw(), &mut fd) },
+            "cuflag_slot_export",
+        )?;
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
     /// The library's non-blocking check: Some(()) once `target` landed.
