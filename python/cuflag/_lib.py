@@ -42,6 +42,11 @@ _PROTOTYPES = {
     # Signals from inside a kernel: the flag's device address, many values armed.
     "cuflag_cuda_slot_devptr": (ctypes.c_int, [slot_p, ctypes.POINTER(ctypes.c_uint64)]),
     "cuflag_slot_arm_many": (ctypes.c_int, [slot_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_uint32)]),
+    # Completions across processes: a slot as an fd, imported by another.
+    "cuflag_slot_export": (ctypes.c_int, [slot_p, ctypes.POINTER(ctypes.c_int)]),
+    "cuflag_slot_import": (ctypes.c_int, [client_p, ctypes.c_int, ctypes.POINTER(slot_p)]),
+    "cuflag_group_slot_import": (ctypes.c_int, [group_p, ctypes.c_int, ctypes.POINTER(slot_p)]),
+    "cuflag_cuda_wait": (ctypes.c_int, [slot_p, ctypes.c_void_p, ctypes.c_uint32]),
     "cuflag_group_create": (ctypes.c_int, [client_p, ctypes.POINTER(group_p)]),
     "cuflag_group_destroy": (ctypes.c_int, [group_p]),
     "cuflag_group_fd": (ctypes.c_int, [group_p]),

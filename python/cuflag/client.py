@@ -275,6 +275,25 @@ class Client:
         self._slots.update(slots)
         return slots
 
+    def import_slot(self, fd):
+        """A Slot that watches the slot ``fd`` names: an int fd (or an
+        object with fileno()) from Slot.export(), in this or another
+        process; ``fd`` stays the caller's. Its eventfd rings and consume()
+        counts with the exporter's completions, from now on, each exactly
+        once (across daemon restarts too); wait() and wait_async() take the
+        exporter's values. It cannot be armed, completed, signalled or
+        exported (OSError EPERM); once the exporter's slot is released (or
+        its process goes), wait and consume raise BrokenPipeError (EPIPE).
+        It counts against this client's quotas. Raises OSError: EINVAL (not
+        a live handle of this daemon's), EBADF (a closed fd), or an error
+        of acquire()."""
+        ptr = _lib.slot_p()
+        fd = fd if isinstance(fd, int) else fd.fileno()
+        _lib.check(_lib.lib().cuflag_slot_import(self._handle(), fd, ctypes.byref(ptr)))
+        slot = Slot(self, ptr)
+        self._slots.add(slot)
+        return slot
+
     def group(self):
         """A new Group: slots that share one eventfd and one completion
         ring (see Group). Use it as a context manager, or close() it.

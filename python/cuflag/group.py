@@ -109,6 +109,21 @@ class Group:
         self._client._slots.update(slots)
         return slots[0] if n is None else slots
 
+    def import_slot(self, fd):
+        """Client.import_slot() into the group: its completions come
+        through drain() and ``async for`` like those of the group's other
+        slots; when the exporter's slot goes, drain() hands out one
+        Completion of 0 for it and its consume() raises BrokenPipeError."""
+        ptr = _lib.slot_p()
+        fd = fd if isinstance(fd, int) else fd.fileno()
+        _lib.check(_lib.lib().cuflag_group_slot_import(self._handle(), fd, ctypes.byref(ptr)))
+        slot = Slot(self._client, ptr, self)
+        with self._lock:
+            self._slots[slot._ptr.value] = slot
+            self._held.slots.add(slot._ptr.value)
+        self._client._slots.add(slot)
+        return slot
+
     def _drop(self, slot):
         """Slot.release(): no drain names the slot any more, and those
         awaiting it learn it is released."""

@@ -237,6 +237,17 @@ class Slot:
                                                    ctypes.byref(target)))
         return target.value
 
+    def export(self):
+        """A new fd (an int, close-on-exec, the caller's to close) that
+        names this slot, for another process to import with
+        Client.import_slot(): pass it over a Unix socket
+        (socket.send_fds) or by fork. Whoever holds it may watch the slot,
+        whatever its uid; closing it changes nothing for the slot. Raises
+        OSError: EPERM (an imported slot), EMFILE, ConnectionError."""
+        fd = ctypes.c_int(-1)
+        _lib.check(_lib.lib().cuflag_slot_export(self._handle(), ctypes.byref(fd)))
+        return fd.value
+
     def _poll(self, target, timeout_ms, spin_us=0):
         """One library wait: True when reached, False on timeout."""
         target = _lib.u32("target", target)
