@@ -25,17 +25,23 @@
 #define READ_TIMEOUT_MS 2000
 /* And this long to take the answer (a large one, to a slow reader). */
 #define WRITE_TIMEOUT_MS 5000
-/* Connections served at once. One more pushes out the one that has waited
- * longest for its request; with every one of them answering, the next waits
- * in the listening socket's backlog. */
-#define CONNS_MAX 16
+/* Connections held at once: more than a scraper and a crowd of peers that
+ * hold a connection without sending or reading. */
+#define CONNS_MAX 128
+/* Past this, a peer that holds a connection without sending its whole
+ * request, or without taking any of its answer, may be closed to make room
+ * for a new one; before it, a new peer is never closed: a scraper's request
+ * may still be on its way. */
+#define GRACE_MS 500
+/* Peers taken from the backlog in one turn of the loop at most. */
+#define ACCEPT_BATCH 16
 /* Out of fds or memory for accept: the listening socket rests this long. */
 #define ACCEPT_PAUSE_MS 100
 
 /* One peer: reading its request's head, then (out set) sending the answer. */
 struct conn {
 	int fd;            /* -1: a free entry */
-	uint64_t since_ms; /* accepted then */
+	uint64_t since_ms; /* accepted then; once answering, when it last took some */
 	uint64_t deadline_ms;
 	size_t len;        /* of head */
 	char *out;         /* the answer (malloc'ed), once the head is read */
@@ -68,7 +74,7 @@ static int listen_at(const struct addrinfo *a)
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    (a->ai_family == AF_INET6 &&
 	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0) ||
-	    bind(fd, a->ai_addr, a->ai_addrlen) < 0 || listen(fd, 64) < 0) {
+	    bind(fd, a->ai_addr, a->ai_addrlen) < 0 || listen(fd, CONNS_MAX) < 0) {
 		err = -errno;
 		safe_close(fd);
 		return err;
@@ -175,20 +181,33 @@ static void respond(struct conn *c, const char *status, const char *type, const 
 	c->deadline_ms = now_ms() + WRITE_TIMEOUT_MS;
 }
 
-/* What /metrics answers: the daemon's metrics, or cuflag_up 0 when it cannot
- * be asked (the scrape itself succeeds: Prometheus records the 0). */
-static void scrape(struct conn *conn, const char *socket_path, int head_only)
+/* The metrics text of one look at the daemon: every request whose head
+ * came in the same turn of the loop is answered with it, so that a crowd of
+ * requests costs the daemon one METRICS, not one each. */
+struct scrape_text {
+	char *body; /* NULL: not asked yet this turn */
+	size_t len;
+	int ok;
+};
+
+static void scrape_text_clear(struct scrape_text *t)
+{
+	free(t->body);
+	*t = (struct scrape_text){ 0 };
+}
+
+/* The daemon's metrics, or cuflag_up 0 when it cannot be asked (the scrape
+ * itself succeeds: Prometheus records the 0); ok 0 when out of memory. */
+static void scrape_text_make(struct scrape_text *t, const char *socket_path)
 {
 	static uint64_t last_complaint_ms;
 	struct ctl_conn c;
 	struct ctl_metrics m;
-	char *body = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&body, &len);
+	FILE *f = open_memstream(&t->body, &t->len);
 	int rc;
 
 	if (!f) {
-		respond(conn, "500 Internal Server Error", "text/plain", "", 0, head_only);
+		t->ok = 0;
 		return;
 	}
 	rc = ctl_open(&c, socket_path);
@@ -207,15 +226,22 @@ static void scrape(struct conn *conn, const char *socket_path, int head_only)
 		prom_write_down(f);
 	}
 	ctl_close(&c);
-	if (fclose(f) == 0)
-		respond(conn, "200 OK", PROM_CONTENT_TYPE, body, len, head_only);
+	t->ok = fclose(f) == 0;
+}
+
+static void scrape(struct conn *conn, const char *socket_path, int head_only,
+		   struct scrape_text *t)
+{
+	if (!t->body)
+		scrape_text_make(t, socket_path);
+	if (t->ok)
+		respond(conn, "200 OK", PROM_CONTENT_TYPE, t->body, t->len, head_only);
 	else
 		respond(conn, "500 Internal Server Error", "text/plain", "", 0, head_only);
-	free(body);
 }
 
 /* The request's head is in: what it asks for becomes c's answer. */
-static void answer(struct conn *c, const char *socket_path)
+static void answer(struct conn *c, const char *socket_path, struct scrape_text *t)
 {
 	static const char index_page[] =
 		"<html><head><title>cuflag exporter</title></head><body>"
@@ -235,7 +261,7 @@ static void answer(struct conn *c, const char *socket_path)
 	/* A query string (Prometheus sends none, curl users may) is ignored. */
 	path[strcspn(path, "?")] = 0;
 	if (!strcmp(path, "/metrics"))
-		scrape(c, socket_path, head_only);
+		scrape(c, socket_path, head_only, t);
 	else if (!strcmp(path, "/"))
 		respond(c, "200 OK", "text/html", index_page, sizeof(index_page) - 1, head_only);
 	else
@@ -259,12 +285,13 @@ static void conn_write(struct conn *c)
 		if (n <= 0)
 			break;
 		c->out_off += (size_t)n;
+		c->since_ms = now_ms();
 	}
 	conn_close(c);
 }
 
 /* Read what has come of the head; once it is whole, answer. */
-static void conn_read(struct conn *c, const char *socket_path)
+static void conn_read(struct conn *c, const char *socket_path, struct scrape_text *t)
 {
 	ssize_t n = recv(c->fd, c->head + c->len, sizeof(c->head) - 1 - c->len, MSG_DONTWAIT);
 
@@ -277,41 +304,69 @@ static void conn_read(struct conn *c, const char *socket_path)
 	c->len += (size_t)n;
 	c->head[c->len] = 0;
 	if (strstr(c->head, "\r\n\r\n") || strstr(c->head, "\n\n"))
-		answer(c, socket_path);
+		answer(c, socket_path, t);
 	else if (c->len == sizeof(c->head) - 1)
 		respond(c, "400 Bad Request", "text/plain", "bad request\n", 12, 0);
 	if (c->fd >= 0 && c->out)
 		conn_write(c);
 }
 
-/* A free entry for a new peer: a free one, else the one that has waited
- * longest for its request (answers in flight are not cut); NULL if none. */
+/* The peer to close for a new one: of those holding a connection without
+ * sending their request or taking their answer for GRACE_MS, the one that
+ * has done so longest; NULL if none. A peer sending its answer is counted
+ * from the last time it took some: a scraper reading a large answer is
+ * never cut. */
+static struct conn *idlest(struct conn *conns, uint64_t now)
+{
+	struct conn *worst = NULL;
+
+	for (int i = 0; i < CONNS_MAX; i++) {
+		struct conn *c = &conns[i];
+		if (c->fd < 0 || now - c->since_ms < GRACE_MS)
+			continue;
+		if (!worst || c->since_ms < worst->since_ms)
+			worst = c;
+	}
+	return worst;
+}
+
+/* A free entry for a new peer: a free one, else the idlest peer's (closed);
+ * NULL if none. */
 static struct conn *room(struct conn *conns)
 {
-	struct conn *oldest = NULL;
+	struct conn *c;
+
+	for (int i = 0; i < CONNS_MAX; i++)
+		if (conns[i].fd < 0)
+			return &conns[i];
+	c = idlest(conns, now_ms());
+	if (c)
+		conn_close(c);
+	return c;
+}
+
+/* Whether a new peer can be taken now; when not, *next_ms is brought
+ * forward to when one can. */
+static int can_take(struct conn *conns, uint64_t now, uint64_t *next_ms)
+{
+	uint64_t first = UINT64_MAX;
 
 	for (int i = 0; i < CONNS_MAX; i++) {
 		if (conns[i].fd < 0)
-			return &conns[i];
-		if (!conns[i].out && (!oldest || conns[i].since_ms < oldest->since_ms))
-			oldest = &conns[i];
-	}
-	if (oldest)
-		conn_close(oldest);
-	return oldest;
-}
-
-static int can_take(const struct conn *conns)
-{
-	for (int i = 0; i < CONNS_MAX; i++)
-		if (conns[i].fd < 0 || !conns[i].out)
 			return 1;
+		if (conns[i].since_ms < first)
+			first = conns[i].since_ms;
+	}
+	if (now - first >= GRACE_MS)
+		return 1;
+	if (first + GRACE_MS < *next_ms)
+		*next_ms = first + GRACE_MS;
 	return 0;
 }
 
-/* Take one peer from the backlog; when the process is out of fds or
- * memory, the listening socket rests a moment (*pause_until). */
-static void take_one(int lfd, struct conn *conns, uint64_t *pause_until)
+/* Take one peer from the backlog: 1 if one was taken. When the process is
+ * out of fds or memory, the listening socket rests a moment (*pause_until). */
+static int take_one(int lfd, struct conn *conns, uint64_t *pause_until)
 {
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	struct conn *c;
@@ -321,18 +376,19 @@ static void take_one(int lfd, struct conn *conns, uint64_t *pause_until)
 			fprintf(stderr, "cuflagctl: accept: %s\n", strerror(errno));
 			*pause_until = now_ms() + ACCEPT_PAUSE_MS;
 		}
-		return; /* EAGAIN, EINTR, ECONNABORTED and the like: nothing */
+		return 0; /* EAGAIN, EINTR, ECONNABORTED and the like: nothing */
 	}
 	c = room(conns);
 	if (!c) {
 		safe_close(fd); /* not reached: the socket is polled only with room */
-		return;
+		return 0;
 	}
 	c->fd = fd;
 	c->since_ms = now_ms();
 	c->deadline_ms = c->since_ms + READ_TIMEOUT_MS;
 	c->len = 0;
 	c->head[0] = 0;
+	return 1;
 }
 
 int exporter_run(const char *listen, const char *socket_path)
@@ -340,6 +396,7 @@ int exporter_run(const char *listen, const char *socket_path)
 	struct conn *conns = calloc(CONNS_MAX, sizeof(*conns));
 	struct pollfd pfd[CONNS_MAX + 1];
 	struct conn *of[CONNS_MAX + 1];
+	struct scrape_text text = { 0 };
 	uint64_t pause_until = 0;
 	int lfd;
 
@@ -359,7 +416,7 @@ int exporter_run(const char *listen, const char *socket_path)
 	for (;;) {
 		uint64_t now = now_ms(), next = now + 60000;
 		nfds_t n = 0;
-		int listening = now >= pause_until && can_take(conns);
+		int listening = now >= pause_until && can_take(conns, now, &next);
 
 		if (listening) {
 			pfd[n] = (struct pollfd){ .fd = lfd, .events = POLLIN };
@@ -392,14 +449,18 @@ int exporter_run(const char *listen, const char *socket_path)
 			if (c->out)
 				conn_write(c);
 			else
-				conn_read(c, socket_path);
+				conn_read(c, socket_path, &text);
 		}
+		scrape_text_clear(&text);
 		/* Late peers are let go (silent ones, and slow readers of the answer). */
 		now = now_ms();
 		for (int i = 0; i < CONNS_MAX; i++)
 			if (conns[i].fd >= 0 && conns[i].deadline_ms <= now)
 				conn_close(&conns[i]);
-		if (listening && (pfd[0].revents & POLLIN))
-			take_one(lfd, conns, &pause_until);
+		/* A few peers a turn: a scraper behind a crowd in the backlog
+		 * is not kept waiting a turn for each of them. */
+		for (int k = 0; k < ACCEPT_BATCH && listening && (pfd[0].revents & POLLIN); k++)
+			listening = take_one(lfd, conns, &pause_until) &&
+				    can_take(conns, now_ms(), &next);
 	}
 }
