@@ -16,6 +16,8 @@
  *   cuflagd-spin    cuflag_cuda_signal + cuflag_slot_wait_spin (20 us)
  *   cuflagd-group   cuflag_cuda_signal on one slot of a group of 1024 + poll on
  *                   the group's fd
+ * Then (--paced) the same mechanisms at paced rates, with their CPU per
+ * completion (gpu-paced.c).
  * Every wait is bounded; the gate kernel gives up by itself after 10 s.
  */
 #include <dlfcn.h>
@@ -33,6 +35,7 @@
 #include "cpu-relax.h"
 #include "cuflag/cuflag.h"
 #include "cuflag/cuflag_cuda.h"
+#include "gpu-lat.h"
 #include "gpu.h"
 #include "wake.h"
 
@@ -42,37 +45,9 @@
 #define BLOCK 50 /* samples per turn */
 #define SPIN_US 20
 
-enum gmech {
-	G_SPIN, G_HOSTFN, G_EVBLOCK, G_EVSPIN, G_INPROC, G_CUFLAGD, G_CUFLAGD_SPIN, G_GROUP,
-	G_COUNT
-};
 static const char *const gmech_names[G_COUNT] = {
 	"spin-floor", "hostfunc", "event-blocking", "event-spin",
 	"inproc-scanner", "cuflagd", "cuflagd-spin", "cuflagd-group",
-};
-
-struct gmech_state {
-	enum gmech kind;
-	struct bench_lat *row;
-	int efd;                  /* hostfunc, inproc-scanner */
-	volatile uint32_t *flag;  /* spin-floor, inproc-scanner: host address */
-	CUdeviceptr flag_dptr;
-	uint32_t next;
-	CUevent ev;
-	cuflag_slot *slot;        /* cuflagd, cuflagd-spin, cuflagd-group */
-	struct bench_group_slots *grp; /* cuflagd-group */
-	struct inproc_scanner *sc;
-};
-
-/* The opener: opens the gate when told, reading t0 just before. */
-struct opener {
-	pthread_t thread;
-	volatile uint32_t *gate;
-	_Atomic uint32_t go;      /* gate value to open, 0: none */
-	_Atomic uint64_t delay_ns;
-	_Atomic uint64_t t0;
-	_Atomic int quit;
-	uint64_t rng;
 };
 
 /* It spins (a core of its own) so that it reacts in well under a microsecond. */
@@ -136,7 +111,7 @@ static int spin_until(struct gmech_state *m, volatile uint32_t *flag, uint32_t w
 }
 
 /* Enqueue the mechanism behind the gate kernel; *want is what to wait for. */
-static int gm_enqueue(struct gmech_state *m, CUstream s, uint32_t *want)
+int gm_enqueue(struct gmech_state *m, CUstream s, uint32_t *want)
 {
 	CUresult e = CUDA_SUCCESS;
 	int rc;
@@ -178,7 +153,7 @@ static int gm_enqueue(struct gmech_state *m, CUstream s, uint32_t *want)
 	return 0;
 }
 
-static int gm_wait(struct gmech_state *m, uint32_t want)
+int gm_wait(struct gmech_state *m, uint32_t want)
 {
 	uint64_t end;
 	CUresult e;
@@ -229,7 +204,7 @@ static int gm_wait(struct gmech_state *m, uint32_t want)
 }
 
 /* After t1 (not timed): take what the wake left in the eventfd. */
-static int gm_after(struct gmech_state *m)
+int gm_after(struct gmech_state *m)
 {
 	uint64_t n = 0;
 	int rc;
@@ -268,18 +243,7 @@ static int gm_after(struct gmech_state *m)
 	}
 }
 
-struct gpu_lat {
-	struct gpu_dev dev;
-	CUstream stream;
-	volatile uint32_t *host; /* page: [0] gate, [1] gate timed out, [16] spin flag, [32] inproc flag */
-	CUdeviceptr dptr;
-	uint32_t gate_seq;
-	struct opener op;
-	struct gmech_state m[G_COUNT];
-	cuflag_client *client;
-};
-
-static int one_sample(struct gpu_lat *L, struct gmech_state *m, double *us)
+int gpu_lat_sample(struct gpu_lat *L, struct gmech_state *m, uint64_t delay_ns, double *us)
 {
 	CUdeviceptr gate_dptr = L->dptr;
 	uint32_t g = ++L->gate_seq, want = 0;
@@ -301,9 +265,7 @@ static int one_sample(struct gpu_lat *L, struct gmech_state *m, double *us)
 		return -1;
 	}
 	atomic_store(&L->op.t0, 0);
-	atomic_store(&L->op.delay_ns, m->kind == G_CUFLAGD_SPIN
-					      ? 5000
-					      : 50000 + bench_rand(&L->op.rng) % 100000);
+	atomic_store(&L->op.delay_ns, delay_ns);
 	atomic_store_explicit(&L->op.go, g, memory_order_release);
 	if (gm_wait(m, want)) {
 		__atomic_store_n(&L->host[0], g, __ATOMIC_RELEASE);
@@ -425,8 +387,9 @@ static void lat_teardown(struct gpu_lat *L)
 }
 
 static int gpu_latency(const struct bench_opts *o, struct bench_report *r, struct gpu_lat *L,
-		       const char *sock)
+		       const struct daemon_proc *d)
 {
+	const char *sock = d->sock;
 	unsigned total = o->warmup + o->iterations, done[G_COUNT] = { 0 };
 	int failed = 0;
 
@@ -440,7 +403,12 @@ static int gpu_latency(const struct bench_opts *o, struct bench_report *r, struc
 			struct gmech_state *m = &L->m[k];
 			for (int b = 0; b < BLOCK && done[k] < total && !m->row->failed; b++) {
 				double us;
-				if (one_sample(L, m, &us))
+				/* Blocked waiters asleep by then; cuflagd-spin's
+				 * inside its spin, the case the spin is for. */
+				uint64_t delay = m->kind == G_CUFLAGD_SPIN
+							 ? 5000
+							 : 50000 + bench_rand(&L->op.rng) % 100000;
+				if (gpu_lat_sample(L, m, delay, &us))
 					break;
 				if (done[k]++ >= o->warmup)
 					m->row->us[m->row->n++] = us;
@@ -449,6 +417,8 @@ static int gpu_latency(const struct bench_opts *o, struct bench_report *r, struc
 				more = 1;
 		}
 	}
+	if (o->paced > 0 && gpu_paced(o, r, L, d))
+		failed = 1;
 	lat_teardown(L);
 	for (int k = 0; k < G_COUNT; k++)
 		failed |= L->m[k].row->failed;
@@ -477,7 +447,7 @@ int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 	}
 	r->daemon_pid = d.pid;
 	r->cpu_section = 1;
-	if (gpu_latency(o, r, &L, d.sock))
+	if (gpu_latency(o, r, &L, &d))
 		failed = 1;
 	failed |= gpu_devsig(o, r, &L.dev, &d);
 	gpu_dev_close(&L.dev);

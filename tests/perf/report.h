@@ -14,7 +14,7 @@
 
 struct bench_opts;
 
-#define BENCH_MAX_LAT 24
+#define BENCH_MAX_LAT 48
 #define BENCH_MAX_TPUT 16
 #define BENCH_MAX_RATIOS 64
 
