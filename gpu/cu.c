@@ -15,6 +15,8 @@ struct gpu_cu cu;
 static const struct cuflag_cuda_sym syms[] = { GPU_CU_FNS(GPU_CU_SYM) };
 #undef GPU_CU_SYM
 
+int gpu_no_driver_quiet;
+
 int gpu_load(void)
 {
 	static int loaded;
@@ -26,8 +28,9 @@ int gpu_load(void)
 		return 0;
 	rc = cuflag_cuda_resolve(&cu, syms, sizeof(syms) / sizeof(syms[0]), &missing);
 	if (rc == -ENODEV) {
-		fprintf(stderr, "%s: no NVIDIA driver here (%s)\n", program_invocation_short_name,
-			dlerror());
+		if (!gpu_no_driver_quiet)
+			fprintf(stderr, "%s: no NVIDIA driver here (%s)\n",
+				program_invocation_short_name, dlerror());
 		return GPU_EXIT_SKIP;
 	}
 	if (rc) {

@@ -68,6 +68,10 @@ extern struct gpu_cu cu;
 /* Load libcuda.so.1 and cuInit; 0, GPU_EXIT_SKIP (no driver or device, said
  * on stderr), or 1 (a driver too old). */
 int gpu_load(void);
+
+/* Set: no driver at all is no news (a program that falls back to something
+ * else says so itself), and gpu_load() prints nothing about it. */
+extern int gpu_no_driver_quiet;
 /* Print "what: NAME (text)" for a failed call; returns -1. */
 int gpu_err(const char *what, CUresult e);
 

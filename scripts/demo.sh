@@ -2,20 +2,29 @@
 # The main job, from nothing (Debian 12, as root): install what is missing,
 # build, start cuflagd on a private socket, run cuflag-demo against it (on the
 # GPU if there is one, else on the simulated device), stop the daemon.
+# Prints one line for the build (its output goes to a log) and the demo's
+# three lines, as the README shows them; the daemon speaks only of trouble.
+#   scripts/demo.sh [cuflag-demo options]
+#   BUILD=dir (default build); DEMO_BUILT=1: the build is done, run only.
 set -eu
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
-need_packages meson ninja-build gcc pkg-config libsystemd-dev
 BUILD=${BUILD:-build}
-if [ -f "$BUILD/build.ninja" ]; then
-	meson setup --reconfigure "$BUILD" >/dev/null
-else
-	meson setup "$BUILD" >/dev/null
+if [ -z "${DEMO_BUILT:-}" ]; then
+	. scripts/deps.sh
+	need_packages meson ninja-build gcc pkg-config libsystemd-dev
+	log=${TMPDIR:-/tmp}/cuflag-demo-build.log
+	echo "building in $BUILD (meson, ninja; the log: $log)"
+	{
+		if [ -f "$BUILD/build.ninja" ]; then
+			meson setup --reconfigure "$BUILD"
+		else
+			meson setup "$BUILD"
+		fi && ninja -C "$BUILD"
+	} >"$log" 2>&1 || { tail -n 30 "$log"; echo "the build failed: $log" >&2; exit 1; }
 fi
-ninja -C "$BUILD"
 dir=$(mktemp -d /tmp/cuflag-demo.XXXXXX)
 sock="$dir/cuflagd.sock"
-"$BUILD/daemon/cuflagd" --socket "$sock" --log-level notice &
+"$BUILD/daemon/cuflagd" --socket "$sock" --log-level warning &
 daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
 # Ready when the socket answers (cuflagctl status connects and asks).
@@ -27,4 +36,3 @@ until "$BUILD/ctl/cuflagctl" --socket "$sock" status >/dev/null 2>&1; do
 	sleep 0.01
 done
 "$BUILD/tools/cuflag-demo" --socket "$sock" "$@"
-"$BUILD/ctl/cuflagctl" --socket "$sock" stats

@@ -65,7 +65,10 @@ int demo_gpu(cuflag_client *c, const struct demo_opts *o, struct demo_result *r)
 	void *gate_h = NULL;
 	pthread_t cnt, op;
 	uint64_t t0;
-	int rc = gpu_load();
+	int rc;
+
+	gpu_no_driver_quiet = o->fallback;
+	rc = gpu_load();
 
 	if (rc)
 		return rc == GPU_EXIT_SKIP ? 77 : -ENODEV;

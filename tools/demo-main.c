@@ -108,6 +108,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	o.fallback = !strcmp(device, "auto");
 	rc = cuflag_connect(o.socket, &c);
 	if (rc) {
 		/* The socket the library tried, and what to do about it. */
@@ -126,8 +127,12 @@ int main(int argc, char **argv)
 		cuflag_disconnect(c);
 		return 77;
 	}
-	if (rc == 77)
+	if (rc == 77) {
 		rc = demo_sim(c, &o, &r);
+		if (o.fallback)
+			snprintf(r.device, sizeof(r.device),
+				 "simulated (no GPU here: host threads storing the flags)");
+	}
 	cuflag_disconnect(c);
 	if (rc) {
 		fprintf(stderr, "cuflag-demo: failed: %s\n", strerror(rc < 0 ? -rc : EIO));

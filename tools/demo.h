@@ -21,6 +21,8 @@ struct demo_opts {
 	unsigned slots;        /* slots (and streams on a GPU) of the throughput run */
 	unsigned completions;  /* per slot */
 	unsigned samples;      /* latency samples */
+	int fallback;          /* --device auto: no driver is no error, the simulated
+				* device runs instead */
 };
 
 

@@ -5,7 +5,7 @@
 # every function of cuflag_device.h (with a man3 link of its name), and each
 # function's errors as its header comment lists them (man-errors.py);
 # cuflagd(8)'s SYNOPSIS is exactly what `cuflagd --help` lists, and so is the
-# README's table of options.
+# table of options of docs/running.md.
 #   man-coverage.sh SOURCE_ROOT CUFLAGD
 set -eu
 src=$1
@@ -35,9 +35,9 @@ synopsis_opts=$(sed -n '/^\.SH SYNOPSIS/,/^\.YS/p' "$src/man/cuflagd.8" |
 }
 for opt in $help_opts; do
 	[ "$opt" = test-hooks ] && continue # for the tests only
-	grep -q -- "^| \`--$opt[ \`]" "$src/README.md" ||
-		grep -q -- "^|.* / \`--$opt[ \`]" "$src/README.md" ||
-		missing "README.md: --$opt not in the table of options"
+	grep -q -- "^| \`--$opt[ \`]" "$src/docs/running.md" ||
+		grep -q -- "^|.* / \`--$opt[ \`]" "$src/docs/running.md" ||
+		missing "docs/running.md: --$opt not in the table of options"
 done
 for opt in $(options "$src/ctl/cuflagctl.c"); do
 	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')

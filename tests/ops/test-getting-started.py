@@ -7,18 +7,18 @@ and what each prints must match what the README shows under it. So the
 README and the product cannot drift apart, and a member of the group is
 shown to use the daemon that root started.
 
-In the README's block a line "$ COMMAND" is a step and the lines up to the
-next step are what it prints: each must be found in the step's output,
-digits standing for any number and "..." for anything. A "sudo" step runs
-as root; every other step runs as the user, with the groups of a shell she
-logged in with before the steps, and from a "newgrp GROUP" step on (which
-must find her a member of GROUP, as newgrp would) with GROUP as her group
-and among her groups, as newgrp gives it (setpriv). A step run by "sudo -b"
-or ending in "&" is started in the background and its lines are awaited; it
-is stopped (SIGTERM) at the end; an "export" holds for the steps after it,
-as in one shell. The build steps (meson, ninja) are what meson test has
-just done: skipped; of "apt-get install", the packages it names must be
-installed here (the build just used them).
+In the README's block a line "$ COMMAND" (the user's prompt) or
+"# COMMAND" (root's) is a step and the lines up to the next step are what it
+prints: each must be found in the step's output, digits standing for any
+number and "..." for anything. A "#" step runs as root; a "$" step runs as
+the user, with the groups of a shell she logged in with before the steps,
+and from a "newgrp GROUP" step on (which must find her a member of GROUP, as
+newgrp would) with GROUP as her group and among her groups, as newgrp gives
+it (setpriv). A step ending in "&" is started in the background and its
+lines are awaited; it is stopped (SIGTERM) at the end; an "export" holds for
+the steps after it, as in one shell. The build steps (meson, ninja) are what
+meson test has just done: skipped; of "apt-get install", the packages it
+names must be installed here (the build just used them).
 
 The steps run in a copy of the checkout that the user can read (the build
 tree may lie under a directory only root enters): the files and
@@ -46,7 +46,7 @@ END = "<!-- end of getting-started without systemd -->"
 
 
 def steps(readme):
-    """[(command, [expected line, ...]), ...] from the README's block."""
+    """[(command, [expected line, ...], as root?), ...] from the README's block."""
     text = open(readme).read()
     if BEGIN not in text or END not in text:
         sys.exit(f"{readme}: the getting-started markers are missing")
@@ -54,8 +54,8 @@ def steps(readme):
     out = []
     for line in block.splitlines():
         line = line.strip()
-        if line.startswith("$ "):
-            out.append((line[2:], []))
+        if line.startswith(("$ ", "# ")):
+            out.append((line[2:], [], line[0] == "#"))
         elif out and line and not line.startswith("```"):
             out[-1][1].append(line)
     if not out:
@@ -65,7 +65,7 @@ def steps(readme):
 
 def the_user(all_steps):
     """The user the README names: the last word of its usermod step."""
-    for cmd, _ in all_steps:
+    for cmd, *_ in all_steps:
         words = shlex.split(cmd, comments=True)
         if "usermod" in words[:2]:
             return words[-1]
@@ -88,18 +88,14 @@ def pattern(line):
 def run_here(cmd):
     """Whether the step is run (not done by meson test, not a check of
     what is installed, not newgrp)."""
-    return not re.match(r"(meson|ninja|newgrp) |sudo apt-get install ", cmd)
+    return not re.match(r"(meson|ninja|newgrp|apt-get install) ", cmd)
 
 
 def local(cmd):
-    """(as root?, in the background?, the shell command) of a step:
-    "sudo X" is X as root, "sudo -b X" is "X &" as root."""
-    root = cmd.startswith("sudo ")
-    if cmd.startswith("sudo -b "):
-        cmd = cmd[len("sudo -b "):] + " &"
-    cmd = re.sub(r"^sudo ", "", cmd).strip()
+    """(in the background?, the shell command) of a step."""
+    cmd = cmd.strip()
     background = cmd.endswith("&")
-    return root, background, cmd[:-1] if background else cmd
+    return background, cmd[:-1] if background else cmd
 
 
 def copy_checkout(all_steps, tmp):
@@ -111,7 +107,7 @@ def copy_checkout(all_steps, tmp):
     looks for it."""
     top = os.path.join(tmp, "checkout")
     names = {"build/client/libcuflag-client.so.0": os.environ["CUFLAG_CLIENT_LIB"]}
-    for cmd, _ in all_steps:
+    for cmd, *_ in all_steps:
         if not run_here(cmd):
             continue
         for word in shlex.split(cmd, comments=True):
@@ -140,7 +136,7 @@ def copy_checkout(all_steps, tmp):
 def check_installed(cmd):
     """The packages an "apt-get install" step names are real: installed
     here, where the build just used them."""
-    names = [a for a in shlex.split(cmd, comments=True)[3:] if not a.startswith("-")]
+    names = [a for a in shlex.split(cmd, comments=True)[2:] if not a.startswith("-")]
     if not shutil.which("dpkg-query"):
         print(f"getting-started: skipped (no dpkg here): {cmd}")
         return
@@ -194,7 +190,7 @@ def run_steps(all_steps, user, checkout):
     user_env = dict(env, HOME=shell.home, USER=user, LOGNAME=user)
     background = []
     try:
-        for cmd, expected in all_steps:
+        for cmd, expected, root in all_steps:
             if re.match(r"(meson|ninja) ", cmd):
                 print(f"getting-started: skipped (the tree meson test built): {cmd}")
                 continue
@@ -202,11 +198,11 @@ def run_steps(all_steps, user, checkout):
                 shell.newgrp(cmd)
                 print(f"getting-started: ok ({user}: gid {shell.gid}, groups {shell.groups}): {cmd}")
                 continue
-            if cmd.startswith("sudo apt-get install "):
+            if cmd.startswith("apt-get install "):
                 check_installed(cmd)
                 print(f"getting-started: ok (installed): {cmd}")
                 continue
-            root, in_background, sh = local(cmd)
+            in_background, sh = local(cmd)
             if sh.startswith("export "):  # for the steps after it, as in one shell
                 pairs = [a.split("=", 1) for a in shlex.split(sh)[1:]]
                 env.update(pairs)
