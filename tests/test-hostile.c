@@ -624,6 +624,31 @@ static const struct bad_request bad_requests[] = {
 	  .want = -EMSGSIZE },
 	{ "60000 bytes and 3 fds", EITHER, CUFLAG_MSG_STATS, .blen = 60000, .hdr_nfds = 3,
 	  .nfds = 3, .want = -EMSGSIZE },
+	/* EXPORT and IMPORT: lengths, fds, flags, reserved fields. */
+	{ "EXPORT body 4", EITHER, CUFLAG_MSG_EXPORT, { 0 }, 4, .want = -EBADMSG },
+	{ "EXPORT with an fd", EITHER, CUFLAG_MSG_EXPORT, { 0 }, 8, .hdr_nfds = 1, .nfds = 1,
+	  .want = -EBADMSG },
+	{ "EXPORT unknown flags", EITHER, CUFLAG_MSG_EXPORT, { 0, 2 }, 8, .want = -EINVAL },
+	{ "EXPORT redeclare without the handle", EITHER, CUFLAG_MSG_EXPORT, { 0, 1 }, 8,
+	  .want = -EBADMSG },
+	{ "IMPORT body 12", EITHER, CUFLAG_MSG_IMPORT, { 0 }, 12, .hdr_nfds = 1, .nfds = 1,
+	  .want = -EBADMSG },
+	{ "IMPORT without the handle", EITHER, CUFLAG_MSG_IMPORT, { 0 }, 16, .want = -EBADMSG },
+	{ "IMPORT with 2 fds", EITHER, CUFLAG_MSG_IMPORT, { 0 }, 16, .hdr_nfds = 2, .nfds = 2,
+	  .want = -EBADMSG },
+	{ "IMPORT reserved set", EITHER, CUFLAG_MSG_IMPORT, { 0, 0, 0, 1 }, 16, .hdr_nfds = 1,
+	  .nfds = 1, .want = -EINVAL },
+	{ "IMPORT unknown flags", EITHER, CUFLAG_MSG_IMPORT, { 0, 2 }, 16, .hdr_nfds = 1,
+	  .nfds = 1, .want = -EINVAL },
+	{ "IMPORT names a slot, not resuming", EITHER, CUFLAG_MSG_IMPORT, { 0, 0, 5 }, 16,
+	  .hdr_nfds = 1, .nfds = 1, .want = -EINVAL },
+	{ "IMPORT resume without its eventfd", EITHER, CUFLAG_MSG_IMPORT, { 0, 1, 5 }, 16,
+	  .hdr_nfds = 1, .nfds = 1, .want = -EBADMSG },
+	{ "IMPORT resume of a group's slot with 2 fds", EITHER, CUFLAG_MSG_IMPORT, { 1, 1, 5 },
+	  16, .hdr_nfds = 2, .nfds = 2, .want = -EBADMSG },
+	{ "EXPORT before HELLO", BEFORE_HELLO, CUFLAG_MSG_EXPORT, { 0 }, 8, .want = -EPROTO },
+	{ "IMPORT before HELLO", BEFORE_HELLO, CUFLAG_MSG_IMPORT, { 0 }, 16, .hdr_nfds = 1,
+	  .nfds = 1, .want = -EPROTO },
 
 	/* Protocol state: what needs a HELLO, a HELLO twice, versions. */
 	{ "ALLOC before HELLO", BEFORE_HELLO, CUFLAG_MSG_ALLOC, { 1 }, 8, .want = -EPROTO },
@@ -1429,6 +1454,99 @@ TEST(log_reader_stalls)
 static void settle(void)
 {
 	log_collect();
+}
+
+/* EXPORT and IMPORT that name what the client may not: refused, served on;
+ * a handle is known by its file, never by what it holds. */
+TEST(export_refusals)
+{
+	struct cuflag_msg_hello_reply hr;
+	struct cuflag_slot_grant g[2], ig;
+	struct cuflag_msg_import im = { 0 };
+	struct cuflag_msg_export ex = { 0 };
+	int region[3], efds[2], pfd[2], handle, fd, own, efd = new_eventfd();
+	cuflag_client *c;
+	cuflag_slot *s;
+	struct reply r;
+	static struct msg m;
+	char rec[64];
+
+	printf("EXPORT and IMPORT refused, connection kept:\n");
+	CHECK_RC(cuflag_connect(d.sock, &c));
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	CHECK_RC(cuflag_slot_export(s, &handle));
+	fd = raw_connect();
+	raw_hello(fd, &hr, region);
+	raw_alloc(fd, 2, g, efds);
+
+	ex.id = hr.nslots;
+	msg_init(&m, CUFLAG_MSG_EXPORT, &ex, sizeof(ex));
+	expect_refusal_on(fd, "EXPORT of a slot out of range", &m, NULL, 0, -EINVAL);
+	ex.id = g[1].id;
+	ex.flags = CUFLAG_EXPORT_REDECLARE;
+	msg_init(&m, CUFLAG_MSG_EXPORT, &ex, sizeof(ex));
+	m.h.nfds = 1;
+	expect_refusal_on(fd, "EXPORT redeclare of another client's handle", &m, &handle, 1,
+			  -EINVAL);
+	expect_refusal_on(fd, "EXPORT redeclare of an eventfd", &m, &efd, 1, -EINVAL);
+
+	CHECK(pipe2(pfd, O_CLOEXEC) == 0);
+	ssize_t n = pread(handle, rec, sizeof(rec), 0);
+	CHECK(n > 0);
+	own = memfd_create("forged-handle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	CHECK(own >= 0 && write(own, rec, (size_t)n) == n);
+	CHECK(fcntl(own, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+	msg_init(&m, CUFLAG_MSG_IMPORT, &im, sizeof(im));
+	m.h.nfds = 1;
+	expect_refusal_on(fd, "IMPORT of a pipe", &m, &pfd[0], 1, -EINVAL);
+	expect_refusal_on(fd, "IMPORT of an eventfd", &m, &efd, 1, -EINVAL);
+	expect_refusal_on(fd, "IMPORT of a memfd with a handle's bytes", &m, &own, 1, -EINVAL);
+	expect_refusal_on(fd, "IMPORT of the daemon page", &m, &region[1], 1, -EINVAL);
+	expect_refusal_on(fd, "IMPORT of a region", &m, &region[0], 1, -EINVAL);
+	im.group = 3;
+	msg_init(&m, CUFLAG_MSG_IMPORT, &im, sizeof(im));
+	m.h.nfds = 1;
+	expect_refusal_on(fd, "IMPORT into a group not made", &m, &handle, 1, -EINVAL);
+	im = (struct cuflag_msg_import){ .flags = CUFLAG_IMPORT_RESUME, .id = hr.nslots };
+	msg_init(&m, CUFLAG_MSG_IMPORT, &im, sizeof(im));
+	m.h.nfds = 2;
+	expect_refusal_on(fd, "IMPORT resuming a slot out of range", &m,
+			  (int[]){ handle, efd }, 2, -EINVAL);
+	im.id = g[0].id;
+	msg_init(&m, CUFLAG_MSG_IMPORT, &im, sizeof(im));
+	m.h.nfds = 2;
+	expect_refusal_on(fd, "IMPORT resuming a slot held", &m, (int[]){ handle, efd }, 2,
+			  -EINVAL);
+	im.id = hr.nslots - 1;
+	msg_init(&m, CUFLAG_MSG_IMPORT, &im, sizeof(im));
+	m.h.nfds = 2;
+	expect_refusal_on(fd, "IMPORT resuming with a pipe for its eventfd", &m,
+			  (int[]){ handle, pfd[1] }, 2, -EBADF);
+
+	/* A live handle: imported; the import cannot be exported. */
+	im = (struct cuflag_msg_import){ 0 };
+	msg_init(&m, CUFLAG_MSG_IMPORT, &im, sizeof(im));
+	m.h.nfds = 1;
+	CHECK_RC(raw_send(fd, &m, &handle, 1));
+	expect_ok(fd, CUFLAG_MSG_IMPORT, m.h.req_id, &r);
+	CHECK(r.blen == sizeof(ig) && r.nfds == 1);
+	memcpy(&ig, r.body, sizeof(ig));
+	ex = (struct cuflag_msg_export){ .id = ig.id };
+	msg_init(&m, CUFLAG_MSG_EXPORT, &ex, sizeof(ex));
+	expect_refusal_on(fd, "EXPORT of an imported slot", &m, NULL, 0, -EPERM);
+	printf("  %-52s imported: slot %u from %u\n", "IMPORT of a live handle", ig.id, ig.start);
+
+	cuflag_close_fds(r.fds, r.nfds);
+	close(fd);
+	cuflag_close_fds(region, 3);
+	cuflag_close_fds(efds, 2);
+	cuflag_close_fds(pfd, 2);
+	close(own);
+	close(efd);
+	close(handle);
+	cuflag_slot_release(s);
+	cuflag_disconnect(c);
+	expect_fds_back();
 }
 
 int main(int argc, char **argv)

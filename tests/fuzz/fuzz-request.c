@@ -78,6 +78,18 @@ static void accepted_request(const uint8_t *m, size_t len, unsigned nfds)
 		CHECK(blen == sizeof(struct cuflag_msg_group) && rd32(m + 20) == 0);
 		CHECK(nfds == (h.type == CUFLAG_MSG_GROUP ? 1u : 0u));
 		break;
+	case CUFLAG_MSG_EXPORT:
+		CHECK(blen == sizeof(struct cuflag_msg_export));
+		CHECK((rd32(m + 20) & ~CUFLAG_EXPORT_REDECLARE) == 0);
+		CHECK(nfds == (rd32(m + 20) ? 1u : 0u)); /* a redeclare hands the handle back */
+		break;
+	case CUFLAG_MSG_IMPORT: {
+		uint32_t group = rd32(m + 16), flags = rd32(m + 20);
+		CHECK(blen == sizeof(struct cuflag_msg_import) && rd32(m + 28) == 0);
+		CHECK((flags & ~CUFLAG_IMPORT_RESUME) == 0 && (flags || rd32(m + 24) == 0));
+		CHECK(nfds == (flags && !group ? 2u : 1u)); /* resuming: its eventfd too */
+		break;
+	}
 	default:
 		CHECK(!"accepted an unknown request type");
 	}
@@ -116,6 +128,10 @@ static void accepted_reply(const uint8_t *m, size_t len, unsigned nfds, uint16_t
 			       : kind == CUFLAG_METRICS_DAEMON ? sizeof(struct cuflag_metrics_daemon)
 			       : kind == CUFLAG_METRICS_USER   ? sizeof(struct cuflag_metrics_user)
 							       : sizeof(struct cuflag_metrics_client)));
+	} else if (type == CUFLAG_MSG_IMPORT) {
+		CHECK(blen == sizeof(struct cuflag_slot_grant) && nfds <= 1);
+	} else if (type == CUFLAG_MSG_EXPORT) {
+		CHECK(blen == 0 && nfds <= 1);
 	} else if (type == CUFLAG_MSG_STUCK) {
 		CHECK(blen == sizeof(struct cuflag_msg_stuck_slot) && nfds == 0);
 	} else {
