@@ -117,6 +117,7 @@ static void table_remove(struct server *srv, struct export_entry *e)
 		p = &(*p)->next;
 	*p = e->next;
 	closer_close(srv->closer, e->fd);
+	user_hold(&srv->users, e->owner->user, USER_FDS, -1);
 	free(e);
 }
 
@@ -191,6 +192,20 @@ static int handle_read(int fd, dev_t *dev, ino_t *ino, struct cuflag_handle_reco
 /* EXPORT                                                            */
 /* ---------------------------------------------------------------- */
 
+/* A handle is a daemon fd the exporter's user pays for, as a slot's
+ * eventfd (so that exporting grouped slots, which hold none, cannot fill
+ * the daemon's table): its quota is checked, then it is held until the
+ * handle goes (table_remove). */
+static int handle_charge(struct server *srv, struct session *s, struct request *req)
+{
+	int rc = slot_fds_may_take(&s->slots, 1, &req->why);
+
+	if (rc)
+		return REQ_REFUSE(rc);
+	user_hold(&srv->users, s->user, USER_FDS, 1);
+	return 0;
+}
+
 /* Imports that waited for this handle are linked to it now. */
 static void relink_to(struct server *srv, struct export_entry *e)
 {
@@ -221,6 +236,7 @@ static int redeclare(struct server *srv, struct session *s, struct request *req,
 	struct cuflag_handle_record rec;
 	dev_t dev;
 	ino_t ino;
+	int rc;
 
 	if (s->xp->by_slot[id] || handle_read(req->fds[0], &dev, &ino, &rec) ||
 	    rec.slot != id || rec.region_dev != (uint64_t)s->region.dev ||
@@ -232,6 +248,10 @@ static int redeclare(struct server *srv, struct session *s, struct request *req,
 	if (!e) {
 		req->why = "out of memory";
 		return REQ_REFUSE(-ENOMEM);
+	}
+	if ((rc = handle_charge(srv, s, req))) {
+		free(e);
+		return rc;
 	}
 	*e = (struct export_entry){ .owner = s, .slot = id, .fd = req->fds[0], .dev = dev,
 				    .ino = ino, .rec = rec };
@@ -267,10 +287,13 @@ int req_export(struct server *srv, struct session *s, struct request *req)
 		return redeclare(srv, s, req, m.id);
 	e = s->xp->by_slot[m.id];
 	if (!e) {
+		if ((rc = handle_charge(srv, s, req)))
+			return rc;
 		e = malloc(sizeof(*e));
 		if (!e || (rc = handle_make(srv, s, m.id, e))) {
 			rc = e ? rc : -ENOMEM;
 			free(e);
+			user_hold(&srv->users, s->user, USER_FDS, -1);
 			ulog(LOG_ERR, s, "cannot make a handle: %s", strerror(-rc));
 			req->why = rc == -EMFILE || rc == -ENFILE ? "daemon out of fds"
 								   : "cannot make a handle";
