@@ -2,7 +2,9 @@
 #include "unix-socket.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,9 +15,11 @@
 #include "group-name.h"
 
 /* Why this thread's last connect was refused, said of that path on this
- * host: written by that failure only, so a hint handed out stays as it was
- * until this thread's next refused connect. */
-static __thread char denied[512];
+ * host. The sentences are kept for the life of the process (a few: one per
+ * group a refusal named), so a hint handed out never changes or goes. */
+static __thread const char *denied;
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *kept[16];
 
 static void explain_denied(const char *path);
 
@@ -70,32 +74,50 @@ static int path_group(const char *path, gid_t *gid)
 	return 0;
 }
 
+/* text as kept for good: the same pointer for the same text; NULL once 16
+ * are kept (the hint is then the general one). */
+static const char *keep(const char *text)
+{
+	const char *found = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&kept_lock);
+	for (i = 0; i < sizeof(kept) / sizeof(kept[0]) && kept[i] && !found; i++)
+		if (!strcmp(kept[i], text))
+			found = kept[i];
+	if (!found && i < sizeof(kept) / sizeof(kept[0]))
+		found = kept[i] = strdup(text);
+	pthread_mutex_unlock(&kept_lock);
+	return found;
+}
+
 static void explain_denied(const char *path)
 {
 	int saved = errno, named;
-	char name[64];
+	char name[64], text[512];
 	gid_t gid;
 
-	denied[0] = 0;
+	denied = NULL;
 	if (path_group(path, &gid) < 0)
 		return;
 	cuflag_group_name(gid, name, sizeof(name), &named);
 	if (gid == 0)
-		snprintf(denied, sizeof(denied),
+		snprintf(text, sizeof(text),
 			 "not allowed to use the socket or to enter its directory: its group is "
 			 "root, so only root may (cuflagd --socket-group GROUP lets that group's "
 			 "members in)");
 	else if (named)
-		snprintf(denied, sizeof(denied),
+		snprintf(text, sizeof(text),
 			 "not allowed to use the socket or to enter its directory: join its group "
 			 "%s (as root: usermod -a -G %s USER; the user's next login has it, or "
 			 "newgrp %s in a shell)", name, name, name);
 	else
-		snprintf(denied, sizeof(denied),
+		snprintf(text, sizeof(text),
 			 "not allowed to use the socket or to enter its directory: its group is "
 			 "gid %s, which has no name on this host: run with gid %s among the "
 			 "process's groups (in a pod: securityContext.supplementalGroups)",
 			 name, name);
+	denied = keep(text);
 	errno = saved;
 }
 
@@ -111,7 +133,7 @@ const char *cuflag_unix_connect_hint(int err)
 	switch (err) {
 	case -EACCES:
 	case -EPERM:
-		if (denied[0])
+		if (denied)
 			return denied;
 		return "not allowed to use the socket or to enter its directory: join the "
 		       "socket's group (ls -l on the socket or its directory shows it; cuflag, "

@@ -16,7 +16,7 @@ int cuflag_unix_connect(const char *path, unsigned timeout_s);
 /* What to do about an error of cuflag_unix_connect() (a negative errno): a
  * sentence for the user, true of this host (systemd or not; the group of the
  * path this thread was last refused, by name), or NULL when there is no
- * advice beyond strerror. It stays as it is until this thread is next refused. */
+ * advice beyond strerror. The sentence is static: it never changes or goes. */
 const char *cuflag_unix_connect_hint(int err);
 
 /* The same, non-blocking and without timeouts: a listener whose backlog is

@@ -101,7 +101,7 @@ CUFLAG_API int cuflag_connect(const char *socket_path, cuflag_client **out);
  * prints nothing itself): for -EACCES to join the socket's group, for -ENOENT
  * or -ECONNREFUSED to start cuflagd or set CUFLAG_SOCKET, for -ENOTSOCK to name
  * the socket, not its directory.
- * Return: a sentence true of this host, or NULL (stays until this thread is next refused).
+ * Return: a sentence true of this host (static: it never changes or goes), or NULL.
  */
 CUFLAG_API const char *cuflag_connect_hint(int err);
 
