@@ -53,7 +53,18 @@
 	X(cuMemMap)                                                                        \
 	X(cuMemUnmap)                                                                      \
 	X(cuMemSetAccess)                                                                  \
-	X(cuMemExportToShareableHandle)
+	X(cuMemExportToShareableHandle)                                                    \
+	X(cuMemAlloc)                                                                      \
+	X(cuMemFree)                                                                       \
+	X(cuMemsetD32Async)                                                                \
+	X(cuMemcpyDtoHAsync)                                                               \
+	X(cuIpcGetMemHandle)                                                               \
+	X(cuIpcOpenMemHandle)                                                              \
+	X(cuIpcCloseMemHandle)                                                             \
+	X(cuIpcGetEventHandle)                                                             \
+	X(cuIpcOpenEventHandle)                                                            \
+	X(cuStreamWaitEvent)                                                               \
+	X(cuStreamWaitValue32)
 
 #define GPU_CU_DECL(f) __typeof__(f) *f;
 struct gpu_cu {
