@@ -237,6 +237,19 @@ class Slot:
                                                    ctypes.byref(target)))
         return target.value
 
+    def cuda_wait(self, stream, value):
+        """Make ``stream`` wait, on the GPU, until the slot's timeline
+        reaches ``value``: work queued on it afterwards runs only then, no
+        host thread waiting. On an imported slot the timeline is the
+        exporter's, so a consumer's stream waits for the producer's work in
+        another process. ``stream`` as signal(); ``value`` an int less than
+        2**31 ahead of the value reached (one reached already queues
+        nothing). Raises OSError: ENODEV, ENOSYS, EIO (the driver refused
+        the wait), BrokenPipeError (EPIPE: an import whose exporter's slot
+        went before ``value``)."""
+        value = _lib.u32("value", value)
+        _lib.check(_lib.lib().cuflag_cuda_wait(self._handle(), _stream.handle(stream), value))
+
     def export(self):
         """A new fd (an int, close-on-exec, the caller's to close) that
         names this slot, for another process to import with
