@@ -14,6 +14,9 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r);
 int bench_gpu_run(const struct bench_opts *o, struct bench_report *r);
 /* gpu-tput.c: the hidden throughput worker (--gpu-worker). */
 int bench_gpu_worker(int argc, char **argv);
+/* The consumer process of the cross-process rows (gpu-xproc.c): argv
+ * --xproc-consumer SOCKET, its end of the socket pair on fd 3. */
+int bench_xproc_consumer(int argc, char **argv);
 
 /* idle.c: fill idle_pct with the daemon's CPU while P clients x S slots sit idle. */
 void bench_idle_cpu(const struct bench_opts *o, struct bench_report *r,

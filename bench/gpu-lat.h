@@ -70,4 +70,11 @@ int gpu_lat_sample(struct gpu_lat *L, struct gmech_state *m, uint64_t delay_ns, 
 int gpu_paced(const struct bench_opts *o, struct bench_report *r, struct gpu_lat *L,
 	      const struct daemon_proc *d);
 
+/* gpu-xproc.c: completions across processes, a consumer process waiting
+ * for this one's stream: a blocked host wake (an exported slot, a CUDA IPC
+ * event, a polled word) and a stream's wait on the GPU (cuflag_cuda_wait,
+ * cuStreamWaitEvent on the IPC event), with their ratios. 0 or -1. */
+int gpu_xproc(const struct bench_opts *o, struct bench_report *r, struct gpu_lat *L,
+	      const struct daemon_proc *d);
+
 #endif

@@ -13,6 +13,13 @@ int bench_gpu_run(const struct bench_opts *o, struct bench_report *r)
 	return BENCH_EXIT_SKIP;
 }
 
+int bench_xproc_consumer(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	return BENCH_EXIT_SKIP;
+}
+
 int bench_gpu_worker(int argc, char **argv)
 {
 	(void)argc;

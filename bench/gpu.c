@@ -419,6 +419,8 @@ static int gpu_latency(const struct bench_opts *o, struct bench_report *r, struc
 	}
 	if (o->paced > 0 && gpu_paced(o, r, L, d))
 		failed = 1;
+	if (gpu_xproc(o, r, L, d))
+		failed = 1;
 	lat_teardown(L);
 	for (int k = 0; k < G_COUNT; k++)
 		failed |= L->m[k].row->failed;

@@ -93,6 +93,8 @@ int main(int argc, char **argv)
 	/* The GPU throughput runs re-execute this program as their workers. */
 	if (argc > 1 && !strcmp(argv[1], "--gpu-worker"))
 		return bench_gpu_worker(argc, argv);
+	if (argc > 2 && !strcmp(argv[1], "--xproc-consumer"))
+		return bench_xproc_consumer(argc, argv);
 	rc = bench_opts_parse(&o, argc, argv,
 			      "Measure cuflag against its baselines in one run: wake latency, "
 			      "throughput,\ndaemon CPU, and the ratios between them.\n",

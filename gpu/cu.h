@@ -54,6 +54,8 @@
 	X(cuMemUnmap)                                                                      \
 	X(cuMemSetAccess)                                                                  \
 	X(cuMemExportToShareableHandle)                                                    \
+	X(cuMemHostRegister)                                                               \
+	X(cuMemHostUnregister)                                                             \
 	X(cuMemAlloc)                                                                      \
 	X(cuMemFree)                                                                       \
 	X(cuMemsetD32Async)                                                                \

@@ -52,7 +52,9 @@ if prog == "cuflag-bench" and doc["mode"] == "gpu":
     # The GPU mode (run by hand on a GPU machine: here it exits 77).
     for n in ("spin-floor", "hostfunc", "event-blocking", "event-spin", "inproc-scanner",
               "cuflagd", "cuflagd-spin", "cuflagd-group", "pingpong-rtt", "pingpong-1way",
-              "devsig-spin", "devsig-spin-1way", "devsig-blocked", "launch+memop-spin"):
+              "devsig-spin", "devsig-spin-1way", "devsig-blocked", "launch+memop-spin",
+              "xproc-cuflagd", "xproc-ipc-event", "xproc-poll-byte", "xproc-gpu-cuflag-wait",
+              "xproc-gpu-ipc-event-wait"):
         assert n in names and names[n]["n"] > 0 and names[n]["p50_us"] > 0, names.get(n, n)
     for n in ("flag-ceiling", "hostfunc", "cuflagd", "flag-ceiling-bare", "hostfunc-bare",
               "cuflagd-bare", "cuflagd-10000", "cuflagd-group-10000", "devsig-1M"):
@@ -64,7 +66,9 @@ if prog == "cuflag-bench" and doc["mode"] == "gpu":
               "throughput_cuflagd-bare/ceiling-bare", "cuflagd-group_p50/cuflagd_p50",
               "throughput_cuflagd-group-10000/cuflagd-10000",
               "devsig-spin-1way_p50/pingpong-1way_p50", "devsig-blocked_p50/cuflagd_p50",
-              "launch+memop-spin_p50/pingpong-rtt_p50"):
+              "launch+memop-spin_p50/pingpong-rtt_p50", "xproc-cuflagd_p50/cuflagd_p50",
+              "xproc-cuflagd_p99/xproc-ipc-event_p99",
+              "xproc-gpu-cuflag-wait_p50/xproc-gpu-ipc-event-wait_p50"):
         ratio(k)
     assert doc["cpu"]["idle_pct_core"] is not None, doc["cpu"]
     assert doc["cpu"]["us_per_completion"] is not None, doc["cpu"]
