@@ -52,16 +52,17 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* CPU of this process but the opener's thread, and of the daemon, so far. */
-static uint64_t cpu_now(const struct gpu_lat *L, pid_t daemon)
+/* CPU of this process but the opener's thread so far; of the daemon in *d. */
+static uint64_t cpu_now(const struct gpu_lat *L, pid_t daemon, uint64_t *d)
 {
 	clockid_t opener;
-	int64_t d = daemon > 0 ? proc_cpu_ns(daemon) : 0;
+	int64_t dn = daemon > 0 ? proc_cpu_ns(daemon) : 0;
 	uint64_t self = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 
 	if (pthread_getcpuclockid(L->op.thread, &opener) == 0)
 		self -= clock_ns(opener);
-	return self + (uint64_t)(d > 0 ? d : 0);
+	*d = (uint64_t)(dn > 0 ? dn : 0);
+	return self;
 }
 
 static void sleep_until(uint64_t at_ns)
@@ -74,26 +75,29 @@ static void sleep_until(uint64_t at_ns)
 }
 
 /* One row: m at rate for PACED_RUN_NS; its CPU per completion as a ratio
- * line "paced-RATE-MECH cpu_us/completion". */
+ * line "paced-RATE-MECH cpu_us/completion", and the daemon's part of it as
+ * "paced-RATE-MECH daemon_us/completion". */
 static int paced_row(struct bench_report *r, struct gpu_lat *L, struct gmech_state *m,
 		     const char *name, unsigned rate, pid_t daemon)
 {
 	uint64_t period = 1000000000ull / rate, n = PACED_RUN_NS / period, warm = n / 10;
 	struct bench_lat *keep = m->row;
-	char *row_name = malloc(64), *cpu_name = malloc(96);
-	uint64_t cpu0, next;
+	char *row_name = malloc(64), *cpu_name = malloc(96), *daemon_name = malloc(96);
+	uint64_t cpu0, d0, cpu1, d1, next;
 	double us;
 	int rc = 0;
 
-	if (!row_name || !cpu_name) {
+	if (!row_name || !cpu_name || !daemon_name) {
 		free(row_name);
 		free(cpu_name);
+		free(daemon_name);
 		return -1;
 	}
 	snprintf(row_name, 64, "paced-%uk-%s", rate / 1000, name);
 	snprintf(cpu_name, 96, "%s cpu_us/completion", row_name);
+	snprintf(daemon_name, 96, "%s daemon_us/completion", row_name);
 	m->row = bench_lat_add(r, row_name, n);
-	cpu0 = cpu_now(L, daemon);
+	cpu0 = cpu_now(L, daemon, &d0);
 	next = cuflag_now_ns() + period;
 	for (uint64_t i = 0; i < n && !rc; i++) {
 		sleep_until(next);
@@ -103,8 +107,9 @@ static int paced_row(struct bench_report *r, struct gpu_lat *L, struct gmech_sta
 		if (!rc && i >= warm)
 			m->row->us[m->row->n++] = us;
 	}
-	bench_ratio_add(r, cpu_name,
-			rc ? -1 : (double)(cpu_now(L, daemon) - cpu0) / 1000.0 / (double)n);
+	cpu1 = cpu_now(L, daemon, &d1);
+	bench_ratio_add(r, cpu_name, rc ? -1 : (double)(cpu1 - cpu0 + d1 - d0) / 1e3 / (double)n);
+	bench_ratio_add(r, daemon_name, rc ? -1 : (double)(d1 - d0) / 1e3 / (double)n);
 	m->row = keep;
 	return rc;
 }

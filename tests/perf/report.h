@@ -16,7 +16,7 @@ struct bench_opts;
 
 #define BENCH_MAX_LAT 48
 #define BENCH_MAX_TPUT 16
-#define BENCH_MAX_RATIOS 64
+#define BENCH_MAX_RATIOS 96
 
 /* One latency row: samples in microseconds. */
 struct bench_lat {
