@@ -428,6 +428,7 @@ static void client_info(struct server *srv, const struct session *o,
 	ci->wakes = atomic_load_explicit(&o->scan->n_wakes, memory_order_relaxed);
 	ci->pending = atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
 	ci->connected_ms = o->connected_ms - srv->start_ms;
+	ci->age_s = (uint32_t)((cuflag_now_ms() - o->connected_ms) / 1000u);
 }
 
 /* The next clients after ca->after, or the end: one page a step. */
