@@ -22,6 +22,7 @@
 #include "fair-share.h"
 #include "fd-util.h"
 #include "fdpass.h"
+#include "group-name.h"
 #include "notify.h"
 #include "proto.h"
 #include "region-guard.h"
@@ -510,14 +511,15 @@ static int open_listener(struct server *srv, const struct cuflagd_config *cfg)
 		return 0;
 	}
 	const char *path = cfg->socket_path ? cfg->socket_path : CUFLAG_DEFAULT_SOCKET;
+	char grp[64];
 	srv->listen_fd = listen_on_path(srv, path);
 	if (srv->listen_fd < 0) {
 		log_err("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
 		return srv->listen_fd;
 	}
 	if (cfg->socket_gid >= 0)
-		log_info("listening on %s (mode %04o, group %lld)", path,
-			 (unsigned)cfg->socket_mode, (long long)cfg->socket_gid);
+		log_info("listening on %s (mode %04o, group %s)", path, (unsigned)cfg->socket_mode,
+			 cuflag_group_name((gid_t)cfg->socket_gid, grp, sizeof(grp), NULL));
 	else
 		log_info("listening on %s (mode %04o)", path, (unsigned)cfg->socket_mode);
 	return 0;
