@@ -2,23 +2,20 @@
 /*
  * The scanner thread and its pass. Per pass: take the arms from every
  * client's queue into the pending set, apply the main thread's commands,
- * then look at every pending slot's flag and write the eventfd (or the
+ * then look at every hot pending slot's flag and write the eventfd (or the
  * group ring) of each that advanced; then ask the idle policy whether to
- * pass again, sleep or park. The rest lives beside it (scanner-private.h).
+ * pass again, sleep or park. Which pending slots a pass reads is the cold
+ * sweep's to say (scanner-cold.c); starting and stopping the thread is the
+ * main thread's side (scanner-setup.c); the rest lives beside it
+ * (scanner-private.h).
  */
 #include <errno.h>
 #include <sched.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "cpu-relax.h"
-#include "fd-util.h"
 #include "log.h"
 #include "scanner-private.h"
 #include "timeline.h"
@@ -418,8 +415,7 @@ static int pass(struct scanner *sc)
 		 * it run now instead of after our spin (see BENCHMARKS.md).
 		 * Only where CPUs are few: with many, the scheduler puts it
 		 * on an idle one, and the system call per pass only costs
-		 * throughput (cuflagd/ceiling 0.80-0.96 with it on an H200
-		 * host's 16 CPUs, 0.95-1.20 without). */
+		 * throughput (BENCHMARKS.md, "GPU mode on an NVIDIA H200"). */
 		if (sc->few_cpus)
 			sched_yield();
 		progress = 1;
@@ -442,12 +438,10 @@ static int pass(struct scanner *sc)
 /* Between two passes of a spin. The adaptive scanner spins only across a
  * guess of when a flag lands; where CPUs are few, that spin must not hold a
  * CPU that a woken thread was put on: the work being waited for may need
- * it. On a 2-vCPU machine the bench's device thread, woken by its timer
- * onto the spinning scanner's CPU, stored its flags p90 1 ms late (a
- * scheduler slice), the scanner learned that spread and spun across it:
- * half a core at 1 000 completions/s. Yielding, they landed p90 25 us late
- * and the scanner cost a seventh of that. The spinning scanner keeps its
- * CPU: that is what it is for. */
+ * it: a thread woken onto the spinning scanner's CPU would wait a
+ * scheduler slice, its work would land that late, and the scanner would
+ * learn that spread and spin across it (BENCHMARKS.md, "The scanner's
+ * cost"). The spinning scanner keeps its CPU: that is what it is for. */
 static void spin_once(struct scanner *sc)
 {
 	if (sc->few_cpus && sc->t.idle.mode == SCANNER_ADAPTIVE)
@@ -456,7 +450,7 @@ static void spin_once(struct scanner *sc)
 		cuflag_cpu_relax();
 }
 
-static void *scanner_main(void *arg)
+void *scanner_main(void *arg)
 {
 	struct scanner *sc = arg;
 
@@ -486,147 +480,4 @@ static void *scanner_main(void *arg)
 	}
 	police_stop(&sc->police);
 	return NULL;
-}
-
-/* ---------------------------------------------------------------- */
-/* Main-thread side                                                  */
-/* ---------------------------------------------------------------- */
-
-size_t scanner_session_size(const struct cuflag_region_layout *l)
-{
-	return sizeof(struct scanner_session) + sizeof(struct scanner_slot) * (size_t)l->nslots +
-	       sizeof(struct scanner_group) * (size_t)l->ngroups;
-}
-
-void scanner_session_init(struct scanner_session *ss, const struct cuflag_region_layout *l,
-			  uint8_t *base, volatile uint32_t *flags, int wake_fd,
-			  struct scanner_user *user)
-{
-	memset(ss, 0, scanner_session_size(l));
-	ss->layout = *l;
-	ss->base = base;
-	ss->head = (_Atomic uint32_t *)(base + l->head_off);
-	ss->tail = (_Atomic uint32_t *)(base + l->tail_off);
-	ss->arm_time = (_Atomic uint64_t *)(base + l->tail_off + CUFLAG_REGION_ARM_TIME_OFF);
-	ss->queue = (struct cuflag_arm *)(base + l->queue_off);
-	ss->flags = flags;
-	ss->states = (volatile struct cuflag_slot_state *)(base + l->state_off);
-	ss->wake_fd = wake_fd;
-	ss->user = user;
-	ss->slots = (struct scanner_slot *)(ss + 1);
-	for (uint32_t i = 0; i < l->nslots; i++) {
-		ss->slots[i].pend_idx = SCAN_NOT_PENDING;
-		ss->slots[i].efd = -1;
-		ss->slots[i].sess = ss;
-	}
-	ss->groups = (struct scanner_group *)(ss->slots + l->nslots);
-	for (uint32_t g = 0; g < l->ngroups; g++) {
-		ss->groups[g].ring = (volatile struct cuflag_group_ring *)(base + l->groups_off +
-									   (size_t)g * l->ring_size);
-		ss->groups[g].efd = -1;
-		ss->groups[g].sess = ss;
-	}
-}
-
-static void scanner_free(struct scanner *sc)
-{
-	safe_close(sc->cmd_efd);
-	safe_close(sc->done_efd);
-	safe_close(sc->park_ep);
-	free(sc->sessions);
-	free(sc->pending);
-	free(sc->cold);
-	free(sc->rang);
-	pthread_mutex_destroy(&sc->lock);
-	free(sc);
-}
-
-int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
-		  uint64_t max_slots, uint64_t max_groups, const struct scanner_config *cfg)
-{
-	struct scanner *sc = calloc(1, sizeof(*sc));
-	struct epoll_event ev = { .events = EPOLLIN };
-	int r;
-
-	if (!sc)
-		return -ENOMEM;
-	sc->dpage = dpage;
-	sc->t = *cfg;
-	if (!sc->t.share_quantum_ns)
-		sc->t.share_quantum_ns = FAIR_SHARE_QUANTUM_NS;
-	sc->few_cpus = sysconf(_SC_NPROCESSORS_ONLN) <= 4;
-	sc->max_sessions = max_sessions;
-	sc->max_pending = max_slots;
-	sc->cmd_efd = sc->done_efd = sc->park_ep = -1;
-	sc->start_ns = cuflag_now_ns();
-	pthread_mutex_init(&sc->lock, NULL);
-	sc->sessions = calloc(max_sessions ? max_sessions : 1, sizeof(*sc->sessions));
-	sc->pending = calloc(max_slots ? max_slots : 1, sizeof(*sc->pending));
-	sc->cold = calloc(max_slots ? max_slots : 1, sizeof(*sc->cold));
-	sc->rang = calloc(max_groups ? max_groups : 1, sizeof(*sc->rang));
-	sc->cold_next_ns = UINT64_MAX;
-	if (!sc->sessions || !sc->pending || !sc->cold || !sc->rang) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	sc->cmd_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	sc->done_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	sc->park_ep = epoll_create1(EPOLL_CLOEXEC);
-	if (sc->cmd_efd < 0 || sc->done_efd < 0 || sc->park_ep < 0) {
-		r = -errno;
-		goto fail;
-	}
-	ev.data.fd = sc->cmd_efd;
-	if (epoll_ctl(sc->park_ep, EPOLL_CTL_ADD, sc->cmd_efd, &ev) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	scanner_set_state(sc, CUFLAG_SCANNER_SPINNING);
-	police_install_signal();
-	r = -pthread_create(&sc->thread, NULL, scanner_main, sc);
-	if (r)
-		goto fail;
-	pthread_setname_np(sc->thread, "cuflagd-scan");
-	*out = sc;
-	return 0;
-fail:
-	scanner_free(sc);
-	return r;
-}
-
-void scanner_stop(struct scanner *sc)
-{
-	if (!sc)
-		return;
-	atomic_store(&sc->stop, 1);
-	mailbox_kick(sc);
-	pthread_join(sc->thread, NULL);
-	mailbox_free_all(sc);
-	/* Freed slots still retiring hold their commands: the main thread will
-	 * not see them again. */
-	for (uint64_t i = 0; i < sc->npending; i++) {
-		free(sc->pending[i]->retire_cmd);
-		sc->pending[i]->retire_cmd = NULL;
-	}
-	for (uint64_t i = 0; i < sc->ncold; i++) {
-		free(sc->cold[i].slot->retire_cmd);
-		sc->cold[i].slot->retire_cmd = NULL;
-	}
-	for (uint32_t i = 0; i < sc->nsessions; i++)
-		for (uint32_t k = 0; sc->sessions[i]->waiting && k < sc->sessions[i]->layout.nslots; k++) {
-			free(sc->sessions[i]->slots[k].retire_cmd);
-			sc->sessions[i]->slots[k].retire_cmd = NULL;
-		}
-	scanner_free(sc);
-}
-
-void scanner_cut_stalled_write(struct scanner *sc)
-{
-	police_backstop(&sc->police, sc->thread);
-}
-
-void scanner_set_stuck(struct scanner *sc, int stuck)
-{
-	atomic_store(&sc->stuck, stuck);
-	mailbox_kick(sc);
 }
