@@ -30,6 +30,7 @@ void attack_adopt_flood_watched(void);
 void attack_free_rewind(void);
 void attack_stuck_flood(void);
 void attack_metrics_flood(void);
+void attack_scale_pending(void);
 
 /* The attacker's rounds: connect, misbehave until dropped, again, until its
  * user is cooled down (-EBUSY). Shared by the attacks that must end so. */

@@ -75,6 +75,7 @@ static const struct {
 	{ "free-rewind", attack_free_rewind, pending_limit },
 	{ "stuck-flood", attack_stuck_flood, stuck_soon },
 	{ "metrics-flood", attack_metrics_flood, stuck_soon },
+	{ "scale-pending", attack_scale_pending, no_args },
 };
 
 void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg)

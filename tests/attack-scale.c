@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pending work of many other users (scale-pending). 16 users, each with 12
+ * connections of 1024 grouped slots (196 608 slots, within the daemon's
+ * defaults), arm every slot and hold it, its flag never landing, while the
+ * victim completes its own slot once a millisecond: a pass must cost what
+ * is due, not what is pending on the node (daemon/cold-sweep.h), so the
+ * victim's wakes must not grow with those slots.
+ *
+ * Once the slots have been pending over a second, each user completes a
+ * random one at a time and times how long the daemon takes to signal it
+ * (the cold sweep's notice: p99 printed, the max held to NOTICE_MAX_MS);
+ * then every flag lands (2048 a millisecond over the users, about 100 ms),
+ * and every completion must have been counted
+ * exactly once (one record of one completion in its group's ring, nothing
+ * more after). The scanner's CPU while the slots are held is printed.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "attack-raw.h"
+#include "attacks.h"
+#include "cuflag/cuflag.h"
+
+#define USERS 16
+#define CONNS 12
+#define SLOTS 1024 /* per connection: the daemon's default */
+#define PER_USER (CONNS * SLOTS)
+#define UID_FIRST 60100
+#define HOLD_MS 1500   /* held, nothing landing (more than a second pending) */
+#define LATE_MS 1500   /* then one at a time completed and timed */
+#define LATE_MAX 1024  /* timed completions a user keeps */
+#define WAIT_MS 1000   /* a completion not signalled by then is a failure */
+#define NOTICE_MAX_MS 50.0
+#define NOTICE_P99_MS 5.0
+#define LAND_PER_MS 128 /* the rest land at this pace, each user (2048 a ms in all) */
+
+struct scale_user {
+	_Atomic int ready, done, err, err_step, slots, inexact, lost;
+	_Atomic unsigned nlate;
+	double late_ms[LATE_MAX];
+};
+
+struct scale {
+	_Atomic int late, land;
+	struct scale_user u[USERS];
+};
+
+/* The user's own, in its process. */
+static cuflag_client *cl[CONNS];
+static cuflag_group *grp[CONNS];
+static cuflag_slot *slot[PER_USER];
+static uint32_t target[PER_USER];
+static uint8_t count[PER_USER], landed[PER_USER];
+
+static void failed(struct scale_user *u, int step, int rc)
+{
+	if (!atomic_load(&u->err)) {
+		atomic_store(&u->err_step, step);
+		atomic_store(&u->err, rc ? rc : -EPROTO);
+	}
+}
+
+/* Drain connection k's group: every record one completion of a slot whose
+ * flag landed and that was not counted yet. The records drained, or -errno. */
+static int drain(struct scale_user *u, int k)
+{
+	struct cuflag_completion rec[64];
+	int n, got = 0;
+
+	while ((n = cuflag_group_drain(grp[k], rec, 64)) > 0)
+		for (int r = 0; r < n; r++, got++) {
+			uintptr_t i = (uintptr_t)cuflag_slot_data(rec[r].slot);
+			if (i >= PER_USER || rec[r].completions != 1 || !landed[i] || count[i]++)
+				atomic_fetch_add(&u->inexact, 1);
+		}
+	return n < 0 ? n : got;
+}
+
+/* Slot i's flag lands now; the ms until it was signalled, or -1. */
+static double complete_one(struct scale_user *u, uint32_t i)
+{
+	struct pollfd p = { .fd = cuflag_group_fd(grp[i / SLOTS]), .events = POLLIN };
+	uint64_t t0 = cuflag_now_ns();
+
+	landed[i] = 1;
+	sim_store(cuflag_slot_flag(slot[i]), target[i]);
+	while (!count[i]) {
+		int left = WAIT_MS - (int)((cuflag_now_ns() - t0) / 1000000);
+		if (left <= 0 || poll(&p, 1, left) < 0) {
+			atomic_fetch_add(&u->lost, 1);
+			return -1;
+		}
+		if (drain(u, (int)(i / SLOTS)) < 0) {
+			failed(u, 4, -EIO);
+			return -1;
+		}
+	}
+	return (double)(cuflag_now_ns() - t0) / 1e6;
+}
+
+struct user_arg {
+	struct scale *sc;
+	struct scale_user *u;
+};
+
+/* Every connection, its group, its slots, each armed once. */
+static int user_arm(struct scale_user *u)
+{
+	int rc = 0;
+
+	for (int k = 0; k < CONNS && !rc; k++) {
+		if ((rc = cuflag_connect(attack_daemon.sock, &cl[k])) ||
+		    (rc = cuflag_group_create(cl[k], &grp[k])) ||
+		    (rc = cuflag_group_slots_acquire(grp[k], SLOTS, &slot[k * SLOTS]))) {
+			failed(u, 1, rc);
+			break;
+		}
+		for (uint32_t i = (uint32_t)k * SLOTS; i < (uint32_t)(k + 1) * SLOTS && !rc; i++)
+			if ((rc = cuflag_slot_set_data(slot[i], (void *)(uintptr_t)i)) ||
+			    (rc = cuflag_slot_arm(slot[i], &target[i])))
+				failed(u, 2, rc);
+		if (!rc)
+			atomic_fetch_add(&u->slots, SLOTS);
+	}
+	return rc;
+}
+
+/* One random slot not landed yet at a time, a few ms apart, for LATE_MS. */
+static void user_late(struct scale_user *u)
+{
+	uint64_t rng = cuflag_now_ns() ^ ((uint64_t)getpid() << 32), end;
+
+	end = cuflag_now_ns() + LATE_MS * 1000000ull;
+	while (cuflag_now_ns() < end && !atomic_load(&u->err)) {
+		unsigned n = atomic_load(&u->nlate);
+		uint32_t i;
+		double ms;
+		do {
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
+			i = (uint32_t)(rng >> 11) % PER_USER;
+		} while (landed[i]);
+		usleep((useconds_t)(rng % 4000)); /* anywhere in the sweep's period */
+		if ((ms = complete_one(u, i)) >= 0 && n < LATE_MAX) {
+			u->late_ms[n] = ms;
+			atomic_store(&u->nlate, n + 1);
+		}
+	}
+}
+
+/* Every other flag lands, LAND_PER_MS a ms; every slot counted once,
+ * nothing more after. */
+static void user_land(struct scale_user *u)
+{
+	uint64_t t0 = cuflag_now_ns();
+	int left = 0;
+
+	for (uint32_t i = 0; i < PER_USER; i++) {
+		if (!landed[i]) {
+			landed[i] = 1;
+			sim_store(cuflag_slot_flag(slot[i]), target[i]);
+		}
+		if (i % LAND_PER_MS == LAND_PER_MS - 1)
+			usleep(1000);
+	}
+	for (uint32_t i = 0; i < PER_USER; i++)
+		left += !count[i];
+	while (left > 0 && cuflag_now_ns() - t0 < 20000000000ull) {
+		struct pollfd p[CONNS];
+		for (int k = 0; k < CONNS; k++)
+			p[k] = (struct pollfd){ .fd = cuflag_group_fd(grp[k]), .events = POLLIN };
+		if (poll(p, CONNS, 1000) < 0)
+			break;
+		for (int k = 0; k < CONNS; k++) {
+			int got = drain(u, k);
+			if (got < 0) {
+				failed(u, 5, got);
+				return;
+			}
+			left -= got;
+		}
+	}
+	usleep(50000); /* nothing more may come */
+	for (int k = 0; k < CONNS; k++)
+		if (drain(u, k))
+			atomic_fetch_add(&u->inexact, 1);
+	for (uint32_t i = 0; i < PER_USER; i++)
+		if (count[i] != 1)
+			atomic_fetch_add(count[i] ? &u->inexact : &u->lost, 1);
+}
+
+static void user_main(void *arg)
+{
+	struct user_arg *a = arg;
+	struct scale_user *u = a->u;
+	int armed = !user_arm(u);
+
+	attack_mark("uid %d: %d slots armed", (int)getuid(), atomic_load(&u->slots));
+	atomic_store(&u->ready, 1);
+	wait_flag(&a->sc->late, 1, 120000);
+	if (armed)
+		user_late(u);
+	wait_flag(&a->sc->land, 1, 120000);
+	if (armed)
+		user_land(u);
+	for (int k = 0; k < CONNS; k++)
+		cuflag_disconnect(cl[k]);
+	atomic_store(&u->done, 1);
+}
+
+/*
+ * Until every user has armed its slots (before the window: what is measured
+ * is the victim while they are pending). Returns how long that took, in ms;
+ * *stall_ms gets the longest stretch in which the scanner made no pass
+ * (STATS every few ms), what taking the arms in cost the others.
+ */
+static double arming(struct scale *sc, double *stall_ms)
+{
+	uint64_t t0 = cuflag_now_ns(), last = t0, passes = 0, p, worst = 0;
+	int ready = 0;
+
+	while (ready < USERS && cuflag_now_ns() - t0 < 120000000000ull) {
+		uint64_t now;
+		usleep(2000);
+		now = cuflag_now_ns();
+		if (scanner_cpu_ns(&p) && p != passes) {
+			passes = p;
+			last = now;
+		} else if (now - last > worst) {
+			worst = now - last;
+		}
+		ready = 0;
+		for (int k = 0; k < USERS; k++)
+			ready += atomic_load(&sc->u[k].ready);
+	}
+	if (ready < USERS)
+		fail("scale-pending: %d of %d users armed their slots within 120 s", ready, USERS);
+	attack_mark("every slot armed");
+	*stall_ms = (double)worst / 1e6;
+	return (double)(cuflag_now_ns() - t0) / 1e6;
+}
+
+/* Every user's timed completions, together. */
+static void notice_figures(struct scale *sc, struct figures *f)
+{
+	struct samples *all = shm_alloc(sizeof(*all));
+
+	for (int k = 0; k < USERS; k++)
+		for (unsigned j = 0; j < atomic_load(&sc->u[k].nlate); j++)
+			samples_add(all, 1, (uint64_t)(sc->u[k].late_ms[j] * 1e6), 0);
+	samples_figures(all, 0, UINT64_MAX, f);
+	CHECK(munmap(all, sizeof(*all)) == 0);
+}
+
+void attack_scale_pending(void)
+{
+	struct scale *sc = shm_alloc(sizeof(*sc));
+	struct user_arg *a = shm_alloc(sizeof(*a) * USERS);
+	struct figures nf;
+	struct window w;
+	pid_t pid[USERS];
+	uint64_t p0 = 0, p1 = 0, c0, c1, t0, t1;
+	double cpu_pct = 0, pass_us = 0, passes_s = 0;
+	double arm_ms, stall_ms;
+	int slots = 0, inexact = 0, lost = 0;
+
+	for (int k = 0; k < USERS; k++) {
+		a[k] = (struct user_arg){ sc, &sc->u[k] };
+		pid[k] = spawn_user(UID_FIRST + (uid_t)k, 0, user_main, &a[k]);
+	}
+	arm_ms = arming(sc, &stall_ms);
+	window_open(&w, "16 users x 12 connections x 1024 grouped slots armed and pending");
+	usleep(200000); /* every arm taken in, every slot cold */
+	c0 = scanner_cpu_ns(&p0);
+	t0 = cuflag_now_ns();
+	usleep((HOLD_MS - 200) * 1000);
+	c1 = scanner_cpu_ns(&p1);
+	t1 = cuflag_now_ns();
+	if (c0 && c1 && p1 > p0) {
+		cpu_pct = 100.0 * (double)(c1 - c0) / (double)(t1 - t0);
+		pass_us = (double)(c1 - c0) / 1e3 / (double)(p1 - p0);
+		passes_s = (double)(p1 - p0) * 1e9 / (double)(t1 - t0);
+	}
+	attack_mark("late completions");
+	atomic_store(&sc->late, 1);
+	usleep(LATE_MS * 1000);
+	attack_mark("every flag lands");
+	atomic_store(&sc->land, 1);
+	for (int k = 0; k < USERS; k++) {
+		if (child_wait(pid[k], 60000) != 0 || !atomic_load(&sc->u[k].done))
+			fail("%s: user %d did not get to its end", w.name, k);
+		if (atomic_load(&sc->u[k].err))
+			fail("%s: user %d's step %d failed: %s", w.name, k,
+			     atomic_load(&sc->u[k].err_step), strerror(-atomic_load(&sc->u[k].err)));
+		slots += atomic_load(&sc->u[k].slots);
+		inexact += atomic_load(&sc->u[k].inexact);
+		lost += atomic_load(&sc->u[k].lost);
+	}
+	notice_figures(sc, &nf);
+	if (snprintf(w.outcome, sizeof(w.outcome),
+		     "%d slots armed in %.0f ms (no scanner pass for up to %.0f ms); held: scanner "
+		     "%.0f%%, %.0f passes/s, %.1f us/pass; pending > 1 s then completed: %u, notice "
+		     "p50/p99/max %.2f/%.2f/%.1f ms; lost %d, inexact %d",
+		     slots, arm_ms, stall_ms, cpu_pct, passes_s, pass_us, nf.n, nf.p50_ms, nf.p99_ms,
+		     nf.max_ms, lost, inexact) >= (int)sizeof(w.outcome))
+		printf("  (the row's last column is cut short)\n");
+	if (slots != USERS * PER_USER)
+		fail("%s: %d slots armed, %d wanted", w.name, slots, USERS * PER_USER);
+	if (nf.n < USERS * 10)
+		fail("%s: only %u late completions timed", w.name, nf.n);
+	if (nf.max_ms > NOTICE_MAX_MS)
+		fail("%s: a completion pending > 1 s signalled after %.1f ms (max %.0f ms)", w.name,
+		     nf.max_ms, NOTICE_MAX_MS);
+	if (nf.p99_ms > NOTICE_P99_MS)
+		printf("  notice p99 %.3f ms is over its target, %.0f ms\n", nf.p99_ms,
+		       NOTICE_P99_MS);
+	if (lost || inexact)
+		fail("%s: %d completions never signalled, %d not counted exactly once", w.name,
+		     lost, inexact);
+	window_close(&w);
+}
