@@ -110,6 +110,10 @@ static int consumer(int sock, const char *path, int gpu_wait)
 	}
 	close(fds[0]);
 	fds[0] = -1;
+	/* Imported: its count starts now, so the producer starts only then. */
+	r = (struct round){ 0 };
+	if (send(sock, &r, sizeof(r), MSG_NOSIGNAL) != (ssize_t)sizeof(r))
+		goto fail;
 	CU_TRY(cu.cuIpcOpenMemHandle(&tensor, h.mem, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
 	CU_TRY(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 	CU_TRY(cu.cuMemHostAlloc((void **)&host, ELEMS * sizeof(uint32_t), 0));
@@ -204,6 +208,12 @@ static int producer(int sock, const char *path, int rounds)
 		goto fail;
 	close(fd);
 	fd = -1;
+	{
+		struct round imported;
+		/* An import counts from when it is made: wait for it. */
+		if (recv(sock, &imported, sizeof(imported), 0) != (ssize_t)sizeof(imported))
+			goto fail;
+	}
 	for (int i = 0; i < rounds; i++) {
 		struct round r = { .pattern = 0x1000u + (uint32_t)i };
 		uint64_t busy = BUSY_NS;

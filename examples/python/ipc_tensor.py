@@ -59,7 +59,7 @@ class Cuda:
 
 
 class IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
 
 
 def producer(chan, rounds):
@@ -73,6 +73,7 @@ def producer(chan, rounds):
         fd = slot.export()
         socket.send_fds(chan, [bytes(handle.reserved)], [fd])
         os.close(fd)
+        chan.recv(8)  # imported: an import counts from when it is made
         for r in range(rounds):
             pattern = 0x1000 + r
             for k in range(FILLS):  # the last fill is the result
@@ -130,12 +131,13 @@ def consumer(chan, gpu_wait):
     msg, fds, _, _ = socket.recv_fds(chan, 64, 1)
     cu = Cuda()
     handle = IpcHandle()
-    handle.reserved = msg
+    ctypes.memmove(ctypes.addressof(handle), msg, len(msg))
     tensor = ctypes.c_uint64()
     cu.call("cuIpcOpenMemHandle_v2", ctypes.byref(tensor), handle, 1)  # LAZY_ENABLE_PEER_ACCESS
     with cuflag.Client() as client:
         imported = client.import_slot(fds[0])
         os.close(fds[0])
+        chan.send(b"imported")
         chan.setblocking(False)
         asyncio.run(consume(client, imported, cu, tensor, chan, gpu_wait))
         imported.release()

@@ -40,6 +40,7 @@ def consumer(sock_path, chan):
     with cuflag.Client(sock_path) as client:
         slot = client.import_slot(fds[0])
         os.close(fds[0])
+        chan.send(b"imported")  # its count starts now
         asyncio.run(run(client, slot))
         slot.release()
 
@@ -64,6 +65,7 @@ class Export(DaemonTestCase):
             fd = slot.export()
             socket.send_fds(a, [b"h"], [fd])
             os.close(fd)
+            self.assertEqual(a.recv(16), b"imported")
             for _ in range(N):
                 value = slot.arm()
                 slot.complete(value)
