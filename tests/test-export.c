@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
 #ifdef CUFLAG_TEST_CUDA
 #include "cuflag/cuflag_cuda.h"
@@ -538,6 +539,66 @@ TEST(restart_relink)
 	cuflag_group_destroy(g);
 	cuflag_disconnect(i);
 	cuflag_disconnect(e);
+	CHECK(daemon_stop(&b) == 0);
+}
+
+/* Restart with an exporter that never comes back (killed while no daemon
+ * ran): the importer, resumed, is told -EPIPE once the daemon stops waiting
+ * for the exporter's redeclare (CUFLAG_IMPORT_RELINK_MS after its start). */
+TEST(restart_exporter_gone)
+{
+	struct daemon_proc b;
+	cuflag_client *c;
+	cuflag_slot *is;
+	int sp[2], fd;
+	pid_t pid;
+
+	daemon_start(&b, 0, NULL);
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (!pid) {
+		cuflag_client *e;
+		cuflag_slot *s;
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(sp[0]);
+		CHECK_RC(cuflag_connect(b.sock, &e));
+		CHECK_RC(cuflag_slot_acquire(e, &s));
+		CHECK_RC(cuflag_slot_export(s, &fd));
+		send_fd(sp[1], fd, 0);
+		recv_word(sp[1], NULL);
+		complete_n(s, 2);
+		pause();
+		_exit(0);
+	}
+	close(sp[1]);
+	CHECK_RC(cuflag_connect(b.sock, &c));
+	recv_word(sp[0], &fd);
+	CHECK_RC(cuflag_slot_import(c, fd, &is));
+	close(fd);
+	send_fd(sp[0], -1, 0);
+	CHECK(count_until(is, 2) == 2);
+	kill(b.pid, SIGKILL);
+	CHECK(waitpid(b.pid, NULL, 0) == b.pid);
+	kill(pid, SIGKILL);
+	CHECK(waitpid(pid, NULL, 0) == pid);
+	close(sp[0]);
+	struct daemon_proc gone = b;
+	daemon_start_at(&b, gone.dir, gone.sock, 0, NULL);
+	uint64_t start = cuflag_now_ns(), n;
+	CHECK_RC(cuflag_reconnect(c));
+	CHECK(cuflag_slot_consume(is, &n) == -EAGAIN); /* taken back, still waiting */
+	struct pollfd p = { .fd = cuflag_slot_fd(is), .events = POLLIN };
+	int rc;
+	while ((rc = cuflag_slot_consume(is, &n)) == -EAGAIN) {
+		CHECK_MSG(cuflag_now_ns() - start < (CUFLAG_IMPORT_RELINK_MS + 3000) * 1000000ull,
+			  "no -EPIPE %u ms after the restart", CUFLAG_IMPORT_RELINK_MS + 3000);
+		(void)poll(&p, 1, 200);
+	}
+	CHECK(rc == -EPIPE);
+	CHECK(cuflag_now_ns() - start > (CUFLAG_IMPORT_RELINK_MS - 2000) * 1000000ull);
+	cuflag_slot_release(is);
+	cuflag_disconnect(c);
 	CHECK(daemon_stop(&b) == 0);
 }
 
