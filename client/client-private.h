@@ -286,6 +286,11 @@ void cuflag__forget_waits(struct cuflag_client *c);
 /* Free a slot's local resources (fds, memory), without telling the daemon. */
 void cuflag__slot_free(struct cuflag_slot *s);
 
+/* Whether target lies in the slot's timeline as reserved so far (slot.c):
+ * a wait for any other value would never end, or answer from a timeline
+ * this slot never had. */
+int cuflag__slot_reserved(const struct cuflag_slot *s, uint32_t target);
+
 /* A slot for a grant of the daemon's, owning efd (NULL: out of memory), and
  * its linking into the client's list (slots_lock taken here). */
 struct cuflag_slot *cuflag__slot_new(struct cuflag_client *c, const struct cuflag_slot_grant *g,
