@@ -69,11 +69,12 @@ enum cold_reason {
 
 /*
  * The slot has been awaited since since_ns; due_ns: when the predictor
- * expects its next completion (0: nothing learned); user_hot: its user's hot
- * slots, itself included.
+ * expects its next completion (0: nothing learned), give or take spread_ns
+ * (the window it spins across: a slot late by less is still hot); user_hot:
+ * its user's hot slots, itself included.
  */
 enum cold_reason cold_should_go(uint64_t now_ns, uint64_t since_ns, uint64_t due_ns,
-				uint32_t user_hot);
+				uint64_t spread_ns, uint32_t user_hot);
 
 /*
  * When a slot going cold for reason why is to be made hot again, whatever

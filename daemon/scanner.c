@@ -291,7 +291,9 @@ static int go_cold(struct scanner *sc, struct scanner_slot *s, uint32_t f)
 {
 	const struct slot_timing *t = &s->timing;
 	uint64_t due = t->lat_ns ? t->since_ns + t->lat_ns : 0;
-	enum cold_reason why = cold_should_go(sc->now, t->since_ns, due, s->sess->user->hot);
+	uint64_t spread = 4 * t->dev_ns + PREDICT_WINDOW_MIN_NS;
+	enum cold_reason why = cold_should_go(sc->now, t->since_ns, due, spread,
+					      s->sess->user->hot);
 
 	if (why == COLD_STAY_HOT)
 		return 0;

@@ -170,22 +170,28 @@ START_TEST(test_which_slots_go_cold)
 	uint64_t now = 1000 * MS;
 
 	/* Young, nothing learned: hot. */
-	ck_assert_int_eq(cold_should_go(now, now - 100 * US, 0, 1), COLD_STAY_HOT);
+	ck_assert_int_eq(cold_should_go(now, now - 100 * US, 0, 0, 1), COLD_STAY_HOT);
 	/* Awaited long, nothing learned, or overdue: cold. */
-	ck_assert_int_eq(cold_should_go(now, now - COLD_AFTER_NS, 0, 1), COLD_AGED);
-	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now - 40 * MS, 1), COLD_AGED);
+	ck_assert_int_eq(cold_should_go(now, now - COLD_AFTER_NS, 0, 0, 1), COLD_AGED);
+	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now - 40 * MS, 1 * MS, 1), COLD_AGED);
 	/* Awaited long but due within COLD_AFTER_NS: the predictor looks. */
-	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now + 1 * MS, 1), COLD_STAY_HOT);
+	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now + 1 * MS, 0, 1), COLD_STAY_HOT);
+	/* Late by less than its spread: still hot, the predictor spins
+	 * across that window; late by more, cold. */
+	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now - 100 * US, 200 * US, 1),
+			 COLD_STAY_HOT);
+	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now - 300 * US, 200 * US, 1),
+			 COLD_AGED);
 	/* Young but predicted far ahead (a training step): cold at once,
 	 * hot again two sweeps before it is due. */
-	ck_assert_int_eq(cold_should_go(now, now - 10 * US, now + 100 * MS, 1), COLD_AHEAD);
+	ck_assert_int_eq(cold_should_go(now, now - 10 * US, now + 100 * MS, 0, 1), COLD_AHEAD);
 	ck_assert_uint_eq(cold_wake_at(COLD_AHEAD, now + 100 * MS),
 			  now + 100 * MS - 2 * COLD_SWEEP_NS);
 	ck_assert_uint_eq(cold_wake_at(COLD_AGED, 0), UINT64_MAX);
 	/* Past its user's hot share: cold however young, hot again once the
 	 * user has room. */
-	ck_assert_int_eq(cold_should_go(now, now, 0, COLD_HOT_PER_USER), COLD_STAY_HOT);
-	ck_assert_int_eq(cold_should_go(now, now, 0, COLD_HOT_PER_USER + 1), COLD_CROWDED);
+	ck_assert_int_eq(cold_should_go(now, now, 0, 0, COLD_HOT_PER_USER), COLD_STAY_HOT);
+	ck_assert_int_eq(cold_should_go(now, now, 0, 0, COLD_HOT_PER_USER + 1), COLD_CROWDED);
 	ck_assert_uint_eq(cold_wake_at(COLD_CROWDED, 0), 0);
 }
 END_TEST
