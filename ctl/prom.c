@@ -70,18 +70,20 @@ static void label(FILE *f, const char *sep, const char *key, const char *v, size
 #define D(name, type, help, key, kind)                                                      \
 	{ name, type, help, offsetof(struct cuflag_metrics_daemon, key), kind }
 static const struct pfield daemon_fields[] = {
-	D("cuflag_uptime_seconds", "gauge", "Time since the daemon started.", uptime_ms, P_MS),
 	D("cuflag_stuck_threshold_seconds", "gauge",
 	  "A slot waiting longer than this is stuck (--stuck-ms).", stuck_ms, P_MS),
-	D("cuflag_clients", "gauge", "Open connections, with a region or not.", connections,
-	  P_U32),
-	D("cuflag_regions", "gauge", "Clients holding a region.", regions, P_U32),
+	D("cuflag_clients", "gauge",
+	  "Clients: connections holding a region (what cuflagctl status and clients count).",
+	  regions, P_U32),
+	D("cuflag_connections", "gauge",
+	  "Open connections, clients and the others (cuflagctl's, ones before their region).",
+	  connections, P_U32),
 	D("cuflag_users", "gauge", "Users with a connection.", users, P_U32),
 	D("cuflag_slots_allocated", "gauge", "Slots held, all clients.", slots, P_U32),
 	D("cuflag_pending_slots", "gauge", "Slots armed and not complete, all clients.", pending,
 	  P_U32),
-	D("cuflag_fds_open", "gauge", "File descriptors the daemon has open.", fds_open, P_U32),
-	D("cuflag_fds_limit", "gauge", "The daemon's limit of open file descriptors.", fds_limit,
+	D("process_open_fds", "gauge", "Number of open file descriptors.", fds_open, P_U32),
+	D("process_max_fds", "gauge", "Maximum number of open file descriptors.", fds_limit,
 	  P_U32),
 	D("cuflag_scanner_parked", "gauge", "1 while the scanner is parked, 0 while it runs.",
 	  scanner_state, P_U32),
@@ -237,6 +239,52 @@ static void users(FILE *f, const struct ctl_metrics *m)
 			m->users[i].uid, m->users[i].pending);
 }
 
+/* What each user counted since the daemon started, its clients gone
+ * included: these outlive the clients, and sum to the daemon's own. */
+static void user_totals(FILE *f, const struct ctl_metrics *m)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} t[] = {
+		{ "cuflag_user_arms_total", "Arms taken from the user's clients, gone ones included.",
+		  offsetof(struct cuflag_metrics_user_totals, arms) },
+		{ "cuflag_user_completions_total",
+		  "Completions signalled to the user's clients, gone ones included.",
+		  offsetof(struct cuflag_metrics_user_totals, completions) },
+		{ "cuflag_user_clients_total", "The user's connections that took a region.",
+		  offsetof(struct cuflag_metrics_user_totals, clients) },
+	};
+
+	if (!m->ntotals)
+		return; /* an older daemon: no totals */
+	for (size_t k = 0; k < sizeof(t) / sizeof(t[0]); k++) {
+		header(f, t[k].name, "counter", t[k].help);
+		for (size_t i = 0; i < m->ntotals; i++) {
+			uint64_t v;
+			memcpy(&v, (const unsigned char *)&m->totals[i] + t[k].off, sizeof(v));
+			if (m->totals[i].uid == CUFLAG_UID_OTHERS)
+				fprintf(f, "%s{uid=\"others\"} %" PRIu64 "\n", t[k].name, v);
+			else
+				fprintf(f, "%s{uid=\"%" PRIu32 "\"} %" PRIu64 "\n", t[k].name,
+					m->totals[i].uid, v);
+		}
+	}
+}
+
+/* The daemon's version, and when it started, the process_ way. */
+static void daemon_process(FILE *f, const struct ctl_metrics *m)
+{
+	header(f, "cuflag_build_info", "gauge", "The daemon's version; always 1.");
+	label(f, "cuflag_build_info{", "version", m->version, sizeof(m->version));
+	fputs("} 1\n", f);
+	if (!m->start_unix_ms)
+		return; /* an older daemon does not say */
+	header(f, "process_start_time_seconds", "gauge",
+	       "Start time of the process since unix epoch in seconds.");
+	fprintf(f, "process_start_time_seconds %.3f\n", (double)m->start_unix_ms / 1e3);
+}
+
 static void scanner_times(FILE *f, const struct cuflag_metrics_daemon *d)
 {
 	if (!(d->flags & CUFLAG_METRICS_F_SCAN_TIMES))
@@ -265,8 +313,10 @@ void prom_write(FILE *f, const struct ctl_metrics *m)
 		fputs(daemon_fields[i].name, f);
 		value(f, &m->daemon, &daemon_fields[i]);
 	}
+	daemon_process(f, m);
 	scanner_times(f, &m->daemon);
 	users(f, m);
+	user_totals(f, m);
 	client_info(f, m);
 	for (size_t k = 0; k < NF(client_fields); k++) {
 		header(f, client_fields[k].name, client_fields[k].type, client_fields[k].help);

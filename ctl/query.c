@@ -119,11 +119,16 @@ static int grow(struct ctl_conn *c, void **v, size_t *cap, size_t len, size_t si
 	return 0;
 }
 
+/* Where ctl_metrics() grows its lists. */
+struct metrics_room {
+	size_t users, totals, clients;
+};
+
 /* One METRICS page: records into m, *next the next page's after_id (0: none). */
-static int metrics_page(struct ctl_conn *c, struct ctl_metrics *m, uint32_t after,
-			uint32_t *next, size_t *ucap, size_t *ccap)
+static int metrics_page(struct ctl_conn *c, struct ctl_metrics *m, uint32_t after, uint32_t want,
+			uint32_t *next, struct metrics_room *room)
 {
-	struct cuflag_msg_metrics q = { .after_id = after };
+	struct cuflag_msg_metrics q = { .after_id = after, .want = after ? 0 : want };
 	uint8_t buf[CUFLAG_MSG_MAX];
 	struct cuflag_call call;
 	int rc = send_query_body(c, &call, CUFLAG_MSG_METRICS, buf, &q, sizeof(q));
@@ -150,12 +155,26 @@ static int metrics_page(struct ctl_conn *c, struct ctl_metrics *m, uint32_t afte
 			memcpy(&m->daemon, body, sizeof(m->daemon));
 			break;
 		case CUFLAG_METRICS_USER:
-			if ((rc = grow(c, (void **)&m->users, ucap, m->nusers, sizeof(*m->users))))
+			if ((rc = grow(c, (void **)&m->users, &room->users, m->nusers,
+				       sizeof(*m->users))))
 				break;
 			memcpy(&m->users[m->nusers++], body, sizeof(*m->users));
 			break;
+		case CUFLAG_METRICS_PROCESS: {
+			struct cuflag_metrics_process p;
+			memcpy(&p, body, sizeof(p));
+			m->start_unix_ms = p.start_unix_ms;
+			break;
+		}
+		case CUFLAG_METRICS_USER_TOTALS:
+			if ((rc = grow(c, (void **)&m->totals, &room->totals, m->ntotals,
+				       sizeof(*m->totals))))
+				break;
+			memcpy(&m->totals[m->ntotals++], body, sizeof(*m->totals));
+			break;
 		case CUFLAG_METRICS_CLIENT:
-			if ((rc = grow(c, (void **)&m->clients, ccap, m->nclients, sizeof(*m->clients))))
+			if ((rc = grow(c, (void **)&m->clients, &room->clients, m->nclients,
+				       sizeof(*m->clients))))
 				break;
 			memcpy(&m->clients[m->nclients++], body, sizeof(*m->clients));
 			break;
@@ -166,15 +185,25 @@ static int metrics_page(struct ctl_conn *c, struct ctl_metrics *m, uint32_t afte
 
 int ctl_metrics(struct ctl_conn *c, struct ctl_metrics *out)
 {
-	size_t ucap = 0, ccap = 0;
-	uint32_t after = 0, next = 0;
+	struct metrics_room room = { 0 };
+	struct cuflag_msg_stats_reply st;
+	uint32_t after = 0, next = 0, want = CUFLAG_METRICS_WANT_ALL;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	do {
-		rc = metrics_page(c, out, after, &next, &ucap, &ccap);
-		after = next;
-	} while (!rc && next);
+	rc = ctl_stats(c, &st);
+	if (rc)
+		return rc;
+	snprintf(out->version, sizeof(out->version), "%.*s", (int)sizeof(st.daemon_version),
+		 st.daemon_version);
+	rc = metrics_page(c, out, 0, want, &next, &room);
+	/* A daemon older than the totals refuses to be asked for them. */
+	if (rc == -EINVAL && !out->nusers && !out->nclients) {
+		want = 0;
+		rc = metrics_page(c, out, 0, want, &next, &room);
+	}
+	for (after = next; !rc && after; after = next)
+		rc = metrics_page(c, out, after, want, &next, &room);
 	if (rc)
 		ctl_metrics_free(out);
 	else if (out->daemon.kind != CUFLAG_METRICS_DAEMON)
@@ -185,10 +214,12 @@ int ctl_metrics(struct ctl_conn *c, struct ctl_metrics *out)
 void ctl_metrics_free(struct ctl_metrics *m)
 {
 	free(m->users);
+	free(m->totals);
 	free(m->clients);
 	m->users = NULL;
+	m->totals = NULL;
 	m->clients = NULL;
-	m->nusers = m->nclients = 0;
+	m->nusers = m->ntotals = m->nclients = 0;
 }
 
 /*

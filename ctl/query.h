@@ -63,13 +63,18 @@ struct ctl_metrics {
 	struct cuflag_metrics_daemon daemon;
 	struct cuflag_metrics_user *users;
 	size_t nusers;
+	struct cuflag_metrics_user_totals *totals; /* none from older daemons */
+	size_t ntotals;
 	struct cuflag_metrics_client *clients;
 	size_t nclients;
+	char version[32];      /* the daemon's, NUL-terminated */
+	uint64_t start_unix_ms; /* when the daemon started (0: an older daemon) */
 };
 
 /*
- * Everything the daemon records that this user may see, page by page; free
- * it with ctl_metrics_free(). Errors as ctl_stats(), and -ENOMEM.
+ * Everything the daemon records that this user may see, page by page (and
+ * its version, from STATS); free it with ctl_metrics_free(). Errors as
+ * ctl_stats(), and -ENOMEM.
  */
 int ctl_metrics(struct ctl_conn *c, struct ctl_metrics *out);
 void ctl_metrics_free(struct ctl_metrics *m);

@@ -104,6 +104,122 @@ void metrics_on_cooldown(struct server *srv, const struct session *s)
 }
 
 /* ---------------------------------------------------------------- */
+/* Totals per user                                                   */
+/* ---------------------------------------------------------------- */
+
+static int by_uid(const void *a, const void *b)
+{
+	uid_t x = ((const struct user_total *)a)->uid, y = ((const struct user_total *)b)->uid;
+
+	return x < y ? -1 : x > y;
+}
+
+/* uid's entry in the sorted array v of n (room for one more), made in its
+ * place if need be. */
+static struct user_total *total_in(struct user_total *v, uint32_t *n, uid_t uid)
+{
+	struct user_total key = { .uid = uid };
+	struct user_total *e = bsearch(&key, v, *n, sizeof(*v), by_uid);
+	uint32_t at = 0;
+
+	if (e)
+		return e;
+	while (at < *n && v[at].uid < uid)
+		at++;
+	memmove(&v[at + 1], &v[at], (size_t)(*n - at) * sizeof(*v));
+	v[at] = key;
+	(*n)++;
+	return &v[at];
+}
+
+/* uid's totals, made if need be: those of the users past the table's room
+ * (or past memory) are summed in others. */
+static struct user_total *total_of(struct user_totals *t, uid_t uid)
+{
+	struct user_total key = { .uid = uid }, *e;
+
+	if ((e = bsearch(&key, t->v, t->n, sizeof(*t->v), by_uid)))
+		return e;
+	if (t->n == t->cap && t->cap < USER_TOTALS_MAX) {
+		uint32_t cap = t->cap ? t->cap * 2 : 16;
+		struct user_total *v = realloc(t->v, cap * sizeof(*v));
+		if (v) {
+			t->v = v;
+			t->cap = cap;
+		}
+	}
+	if (t->n == t->cap) {
+		t->others.uid = CUFLAG_UID_OTHERS;
+		return &t->others;
+	}
+	return total_in(t->v, &t->n, uid);
+}
+
+/* What a client counted so far. */
+static void add_counts(struct user_total *e, const struct session *o)
+{
+	e->arms += atomic_load_explicit(&o->scan->n_armed, memory_order_relaxed);
+	e->completions += atomic_load_explicit(&o->scan->n_done, memory_order_relaxed);
+	e->clients++;
+}
+
+void metrics_on_gone(struct server *srv, struct session *s)
+{
+	if (s->met.folded)
+		return;
+	s->met.folded = 1;
+	add_counts(total_of(&srv->totals, s->uid), s);
+}
+
+void metrics_totals_free(struct user_totals *t)
+{
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}
+
+/* The totals an asker may see, as of now: the table's (a user: its own
+ * entry) and the counts of the clients not added to it yet, live or
+ * dropped and not let go by the scanner (so that no total ever goes back). */
+struct totals_view {
+	const struct session *asker;
+	struct user_total *v;
+	uint32_t n;
+	struct loop_work *w;
+};
+
+static void view_add(struct session *o, void *arg)
+{
+	struct totals_view *tv = arg;
+
+	tv->w->sessions++;
+	if (!o->scan || o->met.folded || !answer_sees(tv->asker, o))
+		return;
+	add_counts(total_in(tv->v, &tv->n, o->uid), o);
+}
+
+/* Into *out (malloc'ed, sorted by uid, the others' last): their count, or
+ * -ENOMEM. */
+static int totals_view(struct server *srv, const struct session *s, struct user_total **out,
+		       struct loop_work *w)
+{
+	const struct user_totals *t = &srv->totals;
+	/* Room for every entry, every live user, and the others. */
+	size_t room = (size_t)t->n + srv->users.count + 1;
+	struct totals_view tv = { .asker = s, .v = calloc(room, sizeof(*tv.v)), .w = w };
+
+	if (!tv.v)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->n; i++)
+		if (s->admin || t->v[i].uid == s->uid)
+			tv.v[tv.n++] = t->v[i];
+	registry_each(&srv->reg, REG_ALL, view_add, &tv);
+	if (s->admin && t->others.clients)
+		tv.v[tv.n++] = t->others;
+	*out = tv.v;
+	return (int)tv.n;
+}
+
+/* ---------------------------------------------------------------- */
 /* METRICS                                                           */
 /* ---------------------------------------------------------------- */
 
@@ -286,10 +402,13 @@ static void fill_client(struct cuflag_metrics_client *r, struct server *srv,
 #define CLIENTS_STEP 4u
 
 /* Where a METRICS answer stands. */
-enum metrics_phase { PHASE_DAEMON, PHASE_USERS, PHASE_CLIENTS, PHASE_END };
+enum metrics_phase { PHASE_DAEMON, PHASE_USERS, PHASE_TOTALS, PHASE_CLIENTS, PHASE_END };
 
 struct metrics_answer {
 	enum metrics_phase phase;
+	uint32_t want;       /* CUFLAG_METRICS_WANT_* */
+	struct user_total *totals; /* PHASE_TOTALS: what is left to send */
+	int ntotals, total_at;
 	uint32_t after;      /* the page's clients with ids up to this are sent */
 	uint32_t next_after; /* where the next page starts (0: none); its last id */
 	uint32_t nuids, uid_at;
@@ -317,7 +436,13 @@ static int metrics_build(struct server *srv, struct session *s, void *state, str
 	case PHASE_DAEMON:
 		ma->phase = PHASE_USERS;
 		ma->nuids = users_seen(srv, s, ma->uids);
-		return emit_daemon(srv, s, a, w);
+		rc = emit_daemon(srv, s, a, w);
+		if (!rc && (ma->want & CUFLAG_METRICS_WANT_PROCESS)) {
+			struct cuflag_metrics_process p = { .kind = CUFLAG_METRICS_PROCESS,
+							    .start_unix_ms = srv->start_unix_ms };
+			rc = answer_emit(a, &p, sizeof(p));
+		}
+		return rc;
 	case PHASE_USERS:
 		for (uint32_t k = 0; k < USERS_STEP && ma->uid_at < ma->nuids && !rc; k++) {
 			uid_t uid = ma->uids[ma->uid_at++];
@@ -326,6 +451,20 @@ static int metrics_build(struct server *srv, struct session *s, void *state, str
 			rc = answer_emit(a, &u, sizeof(u));
 		}
 		if (ma->uid_at == ma->nuids)
+			ma->phase = ma->want & CUFLAG_METRICS_WANT_TOTALS ? PHASE_TOTALS : PHASE_CLIENTS;
+		return rc;
+	case PHASE_TOTALS:
+		if (!ma->totals && (ma->ntotals = totals_view(srv, s, &ma->totals, w)) < 0)
+			return ma->ntotals;
+		for (uint32_t k = 0; k < USERS_STEP * 2 && ma->total_at < ma->ntotals && !rc; k++) {
+			const struct user_total *e = &ma->totals[ma->total_at++];
+			struct cuflag_metrics_user_totals r = { .kind = CUFLAG_METRICS_USER_TOTALS,
+								.uid = e->uid, .arms = e->arms,
+								.completions = e->completions,
+								.clients = e->clients };
+			rc = answer_emit(a, &r, sizeof(r));
+		}
+		if (ma->total_at == ma->ntotals)
 			ma->phase = PHASE_CLIENTS;
 		return rc;
 	case PHASE_CLIENTS:
@@ -347,7 +486,15 @@ static int metrics_build(struct server *srv, struct session *s, void *state, str
 	return -EINVAL;
 }
 
-static const struct answer_ops metrics_ops = { "METRICS", metrics_build, free };
+static void metrics_fini(void *state)
+{
+	struct metrics_answer *ma = state;
+
+	free(ma->totals);
+	free(ma);
+}
+
+static const struct answer_ops metrics_ops = { "METRICS", metrics_build, metrics_fini };
 
 int req_metrics(struct server *srv, struct session *s, struct request *req)
 {
@@ -362,6 +509,7 @@ int req_metrics(struct server *srv, struct session *s, struct request *req)
 	}
 	memcpy(&m, req->body, sizeof(m));
 	ma->phase = m.after_id ? PHASE_CLIENTS : PHASE_DAEMON;
+	ma->want = m.want;
 	ma->after = m.after_id;
 	if (answer_page(srv, s, m.after_id, UINT32_MAX, page, CUFLAG_METRICS_PAGE, &w) ==
 	    CUFLAG_METRICS_PAGE)

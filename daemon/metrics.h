@@ -28,6 +28,7 @@ struct session_metrics {
 	uint64_t *stuck_logged;  /* per slot: the wait logged as stuck (its start), or 0;
 				  * made at the first stuck slot */
 	struct cuflagd_ratelimit rl; /* its stuck lines */
+	int folded;              /* its counts are in its user's totals */
 };
 
 /* Drops and cool-downs per user, for the users seen lately (the oldest entry
@@ -45,6 +46,25 @@ struct drop_table {
 	struct drop_table_entry e[DROP_USERS];
 };
 
+/* Each user's arms, completions and clients since the daemon started, its
+ * clients gone included (a client's counts are added when the scanner has
+ * let go of it; a live one's are added when asked). One entry per uid that
+ * ever held a region, sorted by uid, up to USER_TOTALS_MAX; the users past
+ * that are summed in others, so that every user's totals still add up to
+ * the daemon's. */
+#define USER_TOTALS_MAX 4096
+
+struct user_total {
+	uid_t uid;
+	uint64_t arms, completions, clients;
+};
+
+struct user_totals {
+	struct user_total *v;
+	uint32_t n, cap;
+	struct user_total others;
+};
+
 /* At accept: who the peer of sock is. */
 void metrics_session_init(struct session_metrics *m, int sock, pid_t pid);
 void metrics_session_free(struct session_metrics *m);
@@ -53,6 +73,11 @@ void metrics_session_free(struct session_metrics *m);
 void metrics_on_drop(struct server *srv, const struct session *s, int err);
 /* Its user's new clients are refused a while, for the reason it was dropped. */
 void metrics_on_cooldown(struct server *srv, const struct session *s);
+/* The scanner let go of a client that held a region: its counts are final
+ * and go to its user's totals. */
+void metrics_on_gone(struct server *srv, struct session *s);
+/* Free the totals (at exit). */
+void metrics_totals_free(struct user_totals *t);
 
 /* The METRICS request (request.h's handler contract). */
 int req_metrics(struct server *srv, struct session *s, struct request *req);

@@ -551,6 +551,7 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 {
 	struct itimerspec its = { .it_interval = { 0, TICK_MS * 1000000L },
 				  .it_value = { 0, TICK_MS * 1000000L } };
+	struct timespec wall;
 	struct rlimit rl;
 	sigset_t mask;
 	int rc;
@@ -566,6 +567,10 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	srv->tag_guard.kind = EP_GUARD;
 	srv->rl = (struct cuflagd_ratelimit){ .interval_ms = 1000, .burst = 20 };
 	srv->start_ms = srv->last_status_ms = srv->last_ping_ms = cuflag_now_ms();
+	/* The wall clock once: the start time shown stays the same however
+	 * the clock is set later. */
+	clock_gettime(CLOCK_REALTIME, &wall);
+	srv->start_unix_ms = (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u;
 	if (getrandom(&srv->epoch, sizeof(srv->epoch), 0) != sizeof(srv->epoch))
 		srv->epoch = cuflag_now_ns() ^ ((uint64_t)getpid() << 32);
 
@@ -674,6 +679,7 @@ void server_fini(struct server *srv)
 	closer_stop(srv->closer);
 	srv->closer = NULL;
 	users_clear(&srv->users);
+	metrics_totals_free(&srv->totals);
 	srv->listen_fd = safe_close(srv->listen_fd);
 	if (srv->unlink_path)
 		unlink(srv->unlink_path);

@@ -33,6 +33,7 @@ struct server {
 	struct users users;         /* per-uid accounting (users.h) */
 	uint64_t epoch;
 	uint64_t start_ms;
+	uint64_t start_unix_ms;     /* the same, on the wall clock (taken once) */
 	struct registry reg;        /* every connection (registry.h) */
 	struct answer_list answers; /* long answers, held connections (answer.h) */
 	uint32_t freed_since_trim;  /* sessions freed since the heap was last trimmed */
@@ -48,6 +49,7 @@ struct server {
 	struct cuflagd_ratelimit rl;  /* the daemon's own repeated lines (accept errors...) */
 	struct uid_penalties penalties; /* users refused a while (penalty.h) */
 	struct drop_table drops;        /* per user, for the metrics (metrics.h) */
+	struct user_totals totals;      /* per user since start, for the metrics */
 	uint64_t broken_seen;           /* scanner_broken_count() last looked at */
 	struct ep_tag tag_listen, tag_signal, tag_timer, tag_scanner, tag_guard;
 	struct export_table *exports;   /* exported slots' handles (export.c), or NULL */

@@ -87,8 +87,10 @@ void session_release(struct server *srv, struct session *s)
 	s->wake_fd = -1;
 	region_destroy(&s->region);
 	slab_cuda_free(&s->ipc);
-	if (s->scan)
+	if (s->scan) {
+		metrics_on_gone(srv, s);
 		user_hold(&srv->users, s->user, USER_REGIONS, -1);
+	}
 }
 
 static void free_at_exit(struct session *s, void *srv)

@@ -266,11 +266,18 @@ _Static_assert(sizeof(struct cuflag_msg_client_info) == 56, "client info size");
 /*
  * METRICS: what the daemon records, a page at a time. Each reply is one
  * record starting with its kind. The first page (after_id 0) has the
- * daemon's record, then one per user the asker may see; every page then has
+ * daemon's record, then one per user the asker may see (and, asked with
+ * CUFLAG_METRICS_WANT_TOTALS, one USER_TOTALS per user); every page then has
  * up to CUFLAG_METRICS_PAGE clients with ids above after_id, lowest first,
  * and ends with an END record naming where the next page starts. Who is
  * seen follows CLIENTS: a user its own clients and user record, root and
  * the admin group everyone's.
+ *
+ * A reader refuses a record kind it does not know (its length is the kind's),
+ * so a new kind is sent only to a reader that asks for it in want: an older
+ * reader sends 0 and reads what it always did; an older daemon refuses a
+ * want it does not know with -EINVAL (it checks the word is zero), and the
+ * reader asks again without it.
  */
 #define CUFLAG_METRICS_PAGE 16u
 /* The arm -> done histogram's fixed bounds (the buckets: one more, +Inf). */
@@ -283,16 +290,23 @@ _Static_assert(sizeof(struct cuflag_msg_client_info) == 56, "client info size");
 
 struct cuflag_msg_metrics {
 	uint32_t after_id; /* 0: the first page */
-	uint32_t reserved; /* must be 0 */
+	uint32_t want;     /* CUFLAG_METRICS_WANT_*, or-ed; other bits 0 */
 };
 _Static_assert(sizeof(struct cuflag_msg_metrics) == 8, "metrics size");
-_Static_assert(offsetof(struct cuflag_msg_metrics, reserved) == 4, "metrics reserved");
+_Static_assert(offsetof(struct cuflag_msg_metrics, want) == 4, "metrics want");
+
+/* What more a METRICS asker reads. */
+#define CUFLAG_METRICS_WANT_TOTALS 1u  /* USER_TOTALS records on the first page */
+#define CUFLAG_METRICS_WANT_PROCESS 2u /* a PROCESS record after the daemon's */
+#define CUFLAG_METRICS_WANT_ALL (CUFLAG_METRICS_WANT_TOTALS | CUFLAG_METRICS_WANT_PROCESS)
 
 enum cuflag_metrics_kind {
 	CUFLAG_METRICS_END = 0,
 	CUFLAG_METRICS_DAEMON = 1,
 	CUFLAG_METRICS_USER = 2,
 	CUFLAG_METRICS_CLIENT = 3,
+	CUFLAG_METRICS_USER_TOTALS = 4, /* only when asked (CUFLAG_METRICS_WANT_TOTALS) */
+	CUFLAG_METRICS_PROCESS = 5,     /* only when asked (CUFLAG_METRICS_WANT_PROCESS) */
 	CUFLAG_METRICS_KIND_END,
 };
 
@@ -437,6 +451,33 @@ _Static_assert(offsetof(struct cuflag_metrics_client, unit) == 296, "mc unit");
 _Static_assert(offsetof(struct cuflag_metrics_client, pod) == 360, "mc pod");
 _Static_assert(offsetof(struct cuflag_metrics_client, container) == 400, "mc container");
 _Static_assert(offsetof(struct cuflag_metrics_client, cgroup) == 416, "mc cgroup");
+
+/* A user's counts since the daemon started, its clients gone included, so
+ * that they outlive the clients: summed over every user they are the
+ * daemon's own arms and completions. */
+struct cuflag_metrics_user_totals {
+	uint32_t kind;        /* CUFLAG_METRICS_USER_TOTALS */
+	uint32_t uid;         /* CUFLAG_UID_OTHERS: users past the daemon's table */
+	uint64_t arms;        /* arms taken from its clients' queues */
+	uint64_t completions; /* completions signalled to its clients */
+	uint64_t clients;     /* its connections that took a region */
+};
+_Static_assert(sizeof(struct cuflag_metrics_user_totals) == 32, "mt size");
+_Static_assert(offsetof(struct cuflag_metrics_user_totals, uid) == 4, "mt uid");
+_Static_assert(offsetof(struct cuflag_metrics_user_totals, arms) == 8, "mt arms");
+_Static_assert(offsetof(struct cuflag_metrics_user_totals, completions) == 16, "mt done");
+_Static_assert(offsetof(struct cuflag_metrics_user_totals, clients) == 24, "mt clients");
+/* The uid of the totals of the users the daemon keeps no entry for. */
+#define CUFLAG_UID_OTHERS 0xffffffffu
+
+/* The daemon process, as exporters describe one (process_start_time_seconds). */
+struct cuflag_metrics_process {
+	uint32_t kind;          /* CUFLAG_METRICS_PROCESS */
+	uint32_t reserved;      /* 0 */
+	uint64_t start_unix_ms; /* when it started, ms since the Unix epoch (fixed) */
+};
+_Static_assert(sizeof(struct cuflag_metrics_process) == 16, "mp size");
+_Static_assert(offsetof(struct cuflag_metrics_process, start_unix_ms) == 8, "mp start");
 
 struct cuflag_metrics_end {
 	uint32_t kind;       /* CUFLAG_METRICS_END */

@@ -172,8 +172,8 @@ static int check_metrics(const struct req_body *q, const char **reason)
 	if (q->blen != sizeof(m) || q->nfds)
 		FAIL(-EBADMSG, "METRICS: bad length, or fds");
 	memcpy(&m, q->body, sizeof(m));
-	if (m.reserved)
-		FAIL(-EINVAL, "METRICS: reserved field not zero");
+	if (m.want & ~CUFLAG_METRICS_WANT_ALL)
+		FAIL(-EINVAL, "METRICS: asks for records this daemon does not know");
 	return 0;
 }
 
@@ -302,6 +302,8 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 			[CUFLAG_METRICS_DAEMON] = sizeof(struct cuflag_metrics_daemon),
 			[CUFLAG_METRICS_USER] = sizeof(struct cuflag_metrics_user),
 			[CUFLAG_METRICS_CLIENT] = sizeof(struct cuflag_metrics_client),
+			[CUFLAG_METRICS_USER_TOTALS] = sizeof(struct cuflag_metrics_user_totals),
+			[CUFLAG_METRICS_PROCESS] = sizeof(struct cuflag_metrics_process),
 		};
 		uint32_t kind;
 		if (blen < sizeof(kind) || nfds)

@@ -396,6 +396,65 @@ static void no_metrics(void)
 	CHECK(daemon_stop(&d) == 0);
 }
 
+/* n completions on a new slot of c, each armed, stored and consumed. */
+static void complete_n(cuflag_client *c, int n)
+{
+	cuflag_slot *s;
+	uint32_t t;
+
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	for (int i = 0; i < n; i++) {
+		CHECK_RC(cuflag_slot_arm(s, &t));
+		sim_store(cuflag_slot_flag(s), t);
+		CHECK_RC(cuflag_slot_wait(s, t, 2000));
+		CHECK(consume_blocking(s) == 1);
+	}
+	cuflag_slot_release(s);
+}
+
+/* Per-user counters outlive the clients and sum to the daemon's; "clients"
+ * means what status means; the process_* series and the build's version. */
+static void user_totals(void)
+{
+	struct cuflag_msg_stats_reply st;
+	struct daemon_proc d;
+	cuflag_client *gone, *live;
+	char uid[32];
+	const char *const by_uid[] = { uid, NULL }, *const none[] = { NULL };
+	const char *text;
+	double start;
+
+	snprintf(uid, sizeof(uid), "uid=\"%u\"", (unsigned)getuid());
+	daemon_start(&d, 0, NULL);
+	CHECK_RC(cuflag_connect(d.sock, &gone));
+	complete_n(gone, 5);
+	cuflag_disconnect(gone);
+	CHECK_RC(cuflag_connect(d.sock, &live));
+	complete_n(live, 3);
+	text = ctl(d.sock, "metrics", NULL);
+	daemon_stats(&d, &st);
+	printf("metrics: user completions %g (daemon %g), clients %g of %g connections\n",
+	       sample(text, "cuflag_user_completions_total", by_uid),
+	       sample(text, "cuflag_daemon_completions_total", none),
+	       sample(text, "cuflag_clients", none), sample(text, "cuflag_connections", none));
+	CHECK(sample(text, "cuflag_user_completions_total", by_uid) == 8);
+	CHECK(sample(text, "cuflag_daemon_completions_total", none) == 8);
+	CHECK(sample(text, "cuflag_user_arms_total", by_uid) == 8);
+	CHECK(sample(text, "cuflag_user_clients_total", by_uid) == 2);
+	/* The live client's own counter holds its 3 only. */
+	CHECK(sample(text, "cuflag_completions_total", by_uid) == 3);
+	/* Clients as status counts them; cuflagctl's connection is not one. */
+	CHECK(sample(text, "cuflag_clients", none) == st.clients && st.clients == 1);
+	CHECK(sample(text, "cuflag_connections", none) == 2);
+	CHECK(sample(text, "process_open_fds", none) > 0);
+	CHECK(sample(text, "process_max_fds", none) > 0);
+	start = sample(text, "process_start_time_seconds", none);
+	CHECK(start > (double)time(NULL) - 60 && start <= (double)time(NULL) + 1);
+	CHECK(strstr(text, "\ncuflag_build_info{version=\"") != NULL);
+	cuflag_disconnect(live);
+	CHECK(daemon_stop(&d) == 0);
+}
+
 #define SESSIONS 1000
 #define ARMED 100
 
@@ -510,6 +569,7 @@ int main(void)
 	regular_arms_timed_from_the_arm();
 	stuck_slot();
 	no_metrics();
+	user_totals();
 	many_clients();
 	printf("metrics: ok\n");
 	return 0;

@@ -2,7 +2,9 @@
 /*
  * The Prometheus text cuflagctl writes (ctl/prom.c) for labels a process
  * chose: escaped as the format says, and clean under promtool where it is
- * installed ($PROMTOOL, set by meson; the check is skipped without it).
+ * installed ($PROMTOOL, set by meson; the check is skipped without it); and
+ * the conventions Prometheus users expect: cuflag_build_info, the standard
+ * process_* series, per-user totals that outlive clients.
  */
 #undef NDEBUG
 #include <check.h>
@@ -21,7 +23,14 @@
  * and bytes that are not text at all. */
 static char *write_one(struct cuflag_metrics_client *c)
 {
-	struct ctl_metrics m = { .clients = c, .nclients = 1 };
+	static struct cuflag_metrics_user_totals t[2] = {
+		{ .kind = CUFLAG_METRICS_USER_TOTALS, .uid = 1000, .arms = 12, .completions = 10,
+		  .clients = 3 },
+		{ .kind = CUFLAG_METRICS_USER_TOTALS, .uid = CUFLAG_UID_OTHERS, .arms = 2,
+		  .completions = 1, .clients = 1 },
+	};
+	struct ctl_metrics m = { .clients = c, .nclients = 1, .totals = t, .ntotals = 2,
+				 .start_unix_ms = 1700000000123ull };
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
@@ -29,6 +38,11 @@ static char *write_one(struct cuflag_metrics_client *c)
 	ck_assert_ptr_nonnull(f);
 	m.daemon.kind = CUFLAG_METRICS_DAEMON;
 	m.daemon.nbounds = CUFLAG_HIST_BOUNDS;
+	m.daemon.fds_open = 17;
+	m.daemon.fds_limit = 1024;
+	m.daemon.regions = 3;
+	m.daemon.connections = 4;
+	SET(m.version, "0.1.0\"x");
 	for (unsigned b = 0; b < CUFLAG_HIST_BOUNDS; b++)
 		m.daemon.bounds_ns[b] = 10000ull << b;
 	memset(c, 0, sizeof(*c));
@@ -60,7 +74,31 @@ START_TEST(test_escaped_labels)
 	ck_assert_ptr_null(strstr(strstr(info, "cgroup=") + 1, "cgroup="));
 	/* Every line is one sample or one comment: no newline left unescaped. */
 	for (char *l = text; *l; l = strchr(l, '\n') + 1)
-		ck_assert(l[0] == '#' || !strncmp(l, "cuflag_", 7));
+		ck_assert(l[0] == '#' || !strncmp(l, "cuflag_", 7) || !strncmp(l, "process_", 8));
+	free(text);
+}
+END_TEST
+
+START_TEST(test_conventions)
+{
+	struct cuflag_metrics_client c;
+	char *text = write_one(&c);
+
+	ck_assert_ptr_nonnull(strstr(text, "\ncuflag_build_info{version=\"0.1.0\\\"x\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nprocess_start_time_seconds 1700000000.123\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nprocess_open_fds 17\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nprocess_max_fds 1024\n"));
+	/* One meaning of clients: those holding a region, as status says. */
+	ck_assert_ptr_nonnull(strstr(text, "\ncuflag_clients 3\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\ncuflag_connections 4\n"));
+	/* Per user, outliving the clients; the users past the table as "others". */
+	ck_assert_ptr_nonnull(strstr(text, "\ncuflag_user_completions_total{uid=\"1000\"} 10\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\ncuflag_user_arms_total{uid=\"others\"} 2\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\ncuflag_user_clients_total{uid=\"1000\"} 3\n"));
+	/* The old names are gone, not kept beside the new ones. */
+	ck_assert_ptr_null(strstr(text, "cuflag_uptime_seconds"));
+	ck_assert_ptr_null(strstr(text, "cuflag_fds_"));
+	ck_assert_ptr_null(strstr(text, "cuflag_regions"));
 	free(text);
 }
 END_TEST
@@ -88,6 +126,7 @@ END_TEST
 
 int main(void)
 {
-	const TTest *const tests[] = { test_escaped_labels, test_promtool_clean, NULL };
+	const TTest *const tests[] = { test_escaped_labels, test_conventions, test_promtool_clean,
+				       NULL };
 	return unit_run("prom", tests);
 }
