@@ -119,6 +119,17 @@ static int grow(struct ctl_conn *c, void **v, size_t *cap, size_t len, size_t si
 	return 0;
 }
 
+/* A record of size bytes appended to the list *v of *n (room for *cap). */
+static int append(struct ctl_conn *c, void **v, size_t *cap, size_t *n, const void *rec,
+		  size_t size)
+{
+	int rc = grow(c, v, cap, *n, size);
+
+	if (!rc)
+		memcpy((uint8_t *)*v + (*n)++ * size, rec, size);
+	return rc;
+}
+
 /* Where ctl_metrics() grows its lists. */
 struct metrics_room {
 	size_t users, totals, clients;
@@ -155,10 +166,8 @@ static int metrics_page(struct ctl_conn *c, struct ctl_metrics *m, uint32_t afte
 			memcpy(&m->daemon, body, sizeof(m->daemon));
 			break;
 		case CUFLAG_METRICS_USER:
-			if ((rc = grow(c, (void **)&m->users, &room->users, m->nusers,
-				       sizeof(*m->users))))
-				break;
-			memcpy(&m->users[m->nusers++], body, sizeof(*m->users));
+			rc = append(c, (void **)&m->users, &room->users, &m->nusers, body,
+				    sizeof(*m->users));
 			break;
 		case CUFLAG_METRICS_PROCESS: {
 			struct cuflag_metrics_process p;
@@ -167,16 +176,12 @@ static int metrics_page(struct ctl_conn *c, struct ctl_metrics *m, uint32_t afte
 			break;
 		}
 		case CUFLAG_METRICS_USER_TOTALS:
-			if ((rc = grow(c, (void **)&m->totals, &room->totals, m->ntotals,
-				       sizeof(*m->totals))))
-				break;
-			memcpy(&m->totals[m->ntotals++], body, sizeof(*m->totals));
+			rc = append(c, (void **)&m->totals, &room->totals, &m->ntotals, body,
+				    sizeof(*m->totals));
 			break;
 		case CUFLAG_METRICS_CLIENT:
-			if ((rc = grow(c, (void **)&m->clients, &room->clients, m->nclients,
-				       sizeof(*m->clients))))
-				break;
-			memcpy(&m->clients[m->nclients++], body, sizeof(*m->clients));
+			rc = append(c, (void **)&m->clients, &room->clients, &m->nclients, body,
+				    sizeof(*m->clients));
 			break;
 		}
 	}
