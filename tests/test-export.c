@@ -358,6 +358,31 @@ TEST(revoke_disconnect)
 	cuflag_disconnect(i);
 }
 
+/* An exporter the daemon drops (here for a malformed message): its
+ * importers are told as for a disconnect. */
+TEST(revoke_drop)
+{
+	cuflag_client *e, *i;
+	cuflag_slot *s, *is;
+	int fd;
+
+	CHECK_RC(cuflag_connect(d.sock, &e));
+	CHECK_RC(cuflag_connect(d.sock, &i));
+	CHECK_RC(cuflag_slot_acquire(e, &s));
+	CHECK_RC(cuflag_slot_export(s, &fd));
+	CHECK_RC(cuflag_slot_import(i, fd, &is));
+	close(fd);
+	complete_n(s, 1);
+	CHECK(count_until(is, 1) == 1);
+	/* One byte: shorter than any header. */
+	CHECK(send(cuflag_client_fd(e), "x", 1, MSG_NOSIGNAL) == 1);
+	CHECK(ms_until_gone(is, NULL) < 1000);
+	cuflag_slot_release(is);
+	cuflag_disconnect(i);
+	cuflag_slot_release(s);
+	cuflag_disconnect(e);
+}
+
 TEST(revoke_sigkill)
 {
 	cuflag_client *c;
