@@ -16,7 +16,6 @@
  * more after). The scanner's CPU while the slots are held is printed.
  */
 #include <errno.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,6 +23,7 @@
 #include "attack-raw.h"
 #include "attacks.h"
 #include "cuflag/cuflag.h"
+#include "pending-load.h"
 
 #define USERS 16
 #define CONNS 12
@@ -49,12 +49,10 @@ struct scale {
 	struct scale_user u[USERS];
 };
 
-/* The user's own, in its process. */
-static cuflag_client *cl[CONNS];
-static cuflag_group *grp[CONNS];
-static cuflag_slot *slot[PER_USER];
-static uint32_t target[PER_USER];
-static uint8_t count[PER_USER], landed[PER_USER];
+struct user_arg {
+	struct scale *sc;
+	struct scale_user *u;
+};
 
 static void failed(struct scale_user *u, int step, int rc)
 {
@@ -64,160 +62,54 @@ static void failed(struct scale_user *u, int step, int rc)
 	}
 }
 
-/* Drain connection k's group: every record one completion of a slot whose
- * flag landed and that was not counted yet. The records drained, or -errno. */
-static int drain(struct scale_user *u, int k)
-{
-	struct cuflag_completion rec[64];
-	int n, got = 0;
-
-	while ((n = cuflag_group_drain(grp[k], rec, 64)) > 0)
-		for (int r = 0; r < n; r++, got++) {
-			uintptr_t i = (uintptr_t)cuflag_slot_data(rec[r].slot);
-			if (i >= PER_USER || rec[r].completions != 1 || !landed[i] || count[i]++)
-				atomic_fetch_add(&u->inexact, 1);
-		}
-	return n < 0 ? n : got;
-}
-
-/* Slot i's flag lands now; the ms until it was signalled, or -1. */
-static double complete_one(struct scale_user *u, uint32_t i)
-{
-	struct pollfd p = { .fd = cuflag_group_fd(grp[i / SLOTS]), .events = POLLIN };
-	uint64_t t0 = cuflag_now_ns();
-
-	landed[i] = 1;
-	sim_store(cuflag_slot_flag(slot[i]), target[i]);
-	while (!count[i]) {
-		int left = WAIT_MS - (int)((cuflag_now_ns() - t0) / 1000000);
-		if (left <= 0 || poll(&p, 1, left) < 0) {
-			atomic_fetch_add(&u->lost, 1);
-			return -1;
-		}
-		if (drain(u, (int)(i / SLOTS)) < 0) {
-			failed(u, 4, -EIO);
-			return -1;
-		}
-	}
-	return (double)(cuflag_now_ns() - t0) / 1e6;
-}
-
-struct user_arg {
-	struct scale *sc;
-	struct scale_user *u;
-};
-
-/* Every connection, its group, its slots, each armed once. */
-static int user_arm(struct scale_user *u)
-{
-	int rc = 0;
-
-	for (int k = 0; k < CONNS && !rc; k++) {
-		if ((rc = cuflag_connect(attack_daemon.sock, &cl[k])) ||
-		    (rc = cuflag_group_create(cl[k], &grp[k])) ||
-		    (rc = cuflag_group_slots_acquire(grp[k], SLOTS, &slot[k * SLOTS]))) {
-			failed(u, 1, rc);
-			break;
-		}
-		for (uint32_t i = (uint32_t)k * SLOTS; i < (uint32_t)(k + 1) * SLOTS && !rc; i++)
-			if ((rc = cuflag_slot_set_data(slot[i], (void *)(uintptr_t)i)) ||
-			    (rc = cuflag_slot_arm(slot[i], &target[i])))
-				failed(u, 2, rc);
-		if (!rc)
-			atomic_fetch_add(&u->slots, SLOTS);
-	}
-	return rc;
-}
-
 /* One random slot not landed yet at a time, a few ms apart, for LATE_MS. */
-static void user_late(struct scale_user *u)
+static void user_late(struct scale_user *u, struct pending_load *l)
 {
-	uint64_t rng = cuflag_now_ns() ^ ((uint64_t)getpid() << 32), end;
+	uint64_t end = cuflag_now_ns() + LATE_MS * 1000000ull;
 
-	end = cuflag_now_ns() + LATE_MS * 1000000ull;
-	while (cuflag_now_ns() < end && !atomic_load(&u->err)) {
+	while (cuflag_now_ns() < end && !l->step) {
 		unsigned n = atomic_load(&u->nlate);
-		uint32_t i;
-		double ms;
-		do {
-			rng ^= rng << 13;
-			rng ^= rng >> 7;
-			rng ^= rng << 17;
-			i = (uint32_t)(rng >> 11) % PER_USER;
-		} while (landed[i]);
-		usleep((useconds_t)(rng % 4000)); /* anywhere in the sweep's period */
-		if ((ms = complete_one(u, i)) >= 0 && n < LATE_MAX) {
-			u->late_ms[n] = ms;
+		uint32_t i = pending_load_pick(l);
+		uint64_t ns;
+		usleep((useconds_t)(l->rng % 4000)); /* anywhere in the sweep's period */
+		if ((ns = pending_load_time_one(l, i, WAIT_MS)) && n < LATE_MAX) {
+			u->late_ms[n] = (double)ns / 1e6;
 			atomic_store(&u->nlate, n + 1);
 		}
 	}
-}
-
-/* Every other flag lands, LAND_PER_MS a ms; every slot counted once,
- * nothing more after. */
-static void user_land(struct scale_user *u)
-{
-	uint64_t t0 = cuflag_now_ns();
-	int left = 0;
-
-	for (uint32_t i = 0; i < PER_USER; i++) {
-		if (!landed[i]) {
-			landed[i] = 1;
-			sim_store(cuflag_slot_flag(slot[i]), target[i]);
-		}
-		if (i % LAND_PER_MS == LAND_PER_MS - 1)
-			usleep(1000);
-	}
-	for (uint32_t i = 0; i < PER_USER; i++)
-		left += !count[i];
-	while (left > 0 && cuflag_now_ns() - t0 < 20000000000ull) {
-		struct pollfd p[CONNS];
-		for (int k = 0; k < CONNS; k++)
-			p[k] = (struct pollfd){ .fd = cuflag_group_fd(grp[k]), .events = POLLIN };
-		if (poll(p, CONNS, 1000) < 0)
-			break;
-		for (int k = 0; k < CONNS; k++) {
-			int got = drain(u, k);
-			if (got < 0) {
-				failed(u, 5, got);
-				return;
-			}
-			left -= got;
-		}
-	}
-	usleep(50000); /* nothing more may come */
-	for (int k = 0; k < CONNS; k++)
-		if (drain(u, k))
-			atomic_fetch_add(&u->inexact, 1);
-	for (uint32_t i = 0; i < PER_USER; i++)
-		if (count[i] != 1)
-			atomic_fetch_add(count[i] ? &u->inexact : &u->lost, 1);
 }
 
 static void user_main(void *arg)
 {
 	struct user_arg *a = arg;
 	struct scale_user *u = a->u;
-	int armed = !user_arm(u);
+	struct pending_load l;
+	int rc = pending_load_arm(&l, attack_daemon.sock, CONNS, SLOTS);
 
+	atomic_store(&u->slots, rc ? 0 : (int)l.n);
 	attack_mark("uid %d: %d slots armed", (int)getuid(), atomic_load(&u->slots));
 	atomic_store(&u->ready, 1);
 	wait_flag(&a->sc->late, 1, 120000);
-	if (armed)
-		user_late(u);
+	if (!rc)
+		user_late(u, &l);
 	wait_flag(&a->sc->land, 1, 120000);
-	if (armed)
-		user_land(u);
-	for (int k = 0; k < CONNS; k++)
-		cuflag_disconnect(cl[k]);
+	if (!rc && !l.step)
+		rc = pending_load_land_rest(&l, LAND_PER_MS, 20000);
+	if (rc || l.step)
+		failed(u, l.step, rc);
+	atomic_store(&u->inexact, l.inexact);
+	atomic_store(&u->lost, l.lost);
+	pending_load_close(&l);
 	atomic_store(&u->done, 1);
 }
 
 /*
  * Until every user has armed its slots (before the window: what is measured
  * is the victim while they are pending). Returns how long that took, in ms;
- * *stall_ms gets the longest stretch in which the scanner made no pass
- * (STATS every few ms), what taking the arms in cost the others.
+ * *stall_ms gets the longest stretch known to hold no scanner pass: from the
+ * answer of a STATS (every few ms) that showed a new pass to the asking of
+ * one that showed none since (a slow answer from a busy main thread does
+ * not count as the scanner's).
  */
 static double arming(struct scale *sc, double *stall_ms)
 {
@@ -225,14 +117,16 @@ static double arming(struct scale *sc, double *stall_ms)
 	int ready = 0;
 
 	while (ready < USERS && cuflag_now_ns() - t0 < 120000000000ull) {
-		uint64_t now;
+		uint64_t asked;
 		usleep(2000);
-		now = cuflag_now_ns();
-		if (scanner_cpu_ns(&p) && p != passes) {
+		asked = cuflag_now_ns();
+		if (!scanner_cpu_ns(&p))
+			continue;
+		if (p != passes) {
 			passes = p;
-			last = now;
-		} else if (now - last > worst) {
-			worst = now - last;
+			last = cuflag_now_ns();
+		} else if (asked > last && asked - last > worst) {
+			worst = asked - last;
 		}
 		ready = 0;
 		for (int k = 0; k < USERS; k++)
