@@ -125,6 +125,8 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 		failed = 1;
 	if (o->metrics_cost && bench_metrics_cost(o, r))
 		failed = 1;
+	if (o->scale_pending && bench_scale_pending(o, r, BENCH_SCALE_PENDING_PROCS))
+		failed = 1;
 
 	bench_ratio_lat(r, "cuflagd_p50/eventfd-direct_p50", "cuflagd", "eventfd-direct", 0);
 	bench_ratio_lat(r, "cuflagd_p50/inproc-scanner_p50", "cuflagd", "inproc-scanner", 0);

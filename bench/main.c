@@ -10,7 +10,7 @@
 #include "bench.h"
 
 enum { O_MODE = 512, O_STREAMS, O_IDLE, O_PACED, O_NO_PACED, O_NO_SCALE, O_SCALE,
-       O_SCALE_CLIENTS, O_METRICS_COST };
+       O_SCALE_CLIENTS, O_METRICS_COST, O_SCALE_PENDING };
 
 static const struct option own[] = {
 	{ "mode", required_argument, NULL, O_MODE },
@@ -23,6 +23,7 @@ static const struct option own[] = {
 	{ "no-scale", no_argument, NULL, O_NO_SCALE },
 	{ "scale-clients", required_argument, NULL, O_SCALE_CLIENTS },
 	{ "metrics-cost", no_argument, NULL, O_METRICS_COST },
+	{ "scale-pending", no_argument, NULL, O_SCALE_PENDING },
 	{ 0 },
 };
 
@@ -61,6 +62,9 @@ static int parse_own(struct bench_opts *o, int c, const char *arg)
 	case O_METRICS_COST:
 		o->metrics_cost = 1;
 		return 0;
+	case O_SCALE_PENDING:
+		o->scale_pending = 1;
+		return 0;
 	default:
 		return 2;
 	}
@@ -80,7 +84,10 @@ static const struct bench_extra_opts extra = {
 	"                       at once); default off\n"
 	"  --scale-clients P    processes of the scale run (default 64)\n"
 	"  --metrics-cost       cpu mode: add perf-metrics-cost's rows (a cuflagd with\n"
-	"                       its metrics against one with --no-metrics)\n",
+	"                       its metrics against one with --no-metrics)\n"
+	"  --scale-pending      cpu mode: add perf-scale-pending's rows (a wake and the\n"
+	"                       notice of long-pending slots with 16 x 12 x 1024 grouped\n"
+	"                       slots pending, a cuflagd of their own)\n",
 };
 
 int main(int argc, char **argv)
@@ -101,8 +108,9 @@ int main(int argc, char **argv)
 			      &extra);
 	if (rc >= 0)
 		return rc;
-	if (o.mode[0] == 'g' && (o.scale || o.metrics_cost)) {
-		fprintf(stderr, "cuflag-bench: --scale, --metrics-cost: cpu mode only\n");
+	if (o.mode[0] == 'g' && (o.scale || o.metrics_cost || o.scale_pending)) {
+		fprintf(stderr,
+			"cuflag-bench: --scale, --metrics-cost, --scale-pending: cpu mode only\n");
 		return 2;
 	}
 	/* The scanner-cost rows take a few seconds: on by default, not in a tiny run. */

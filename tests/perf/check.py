@@ -48,6 +48,19 @@ def check_metrics_cost():
         ratio(k)
 
 
+def check_scale_pending():
+    measured("scale-hot-alone")
+    measured("scale-hot")
+    cold = names["scale-cold"]
+    assert cold["n"] > 0 and cold["p50_us"] > 0 and "error" not in cold, cold
+    ratio("scale-hot_p50/scale-hot-alone_p50")
+    ratio("scale-hot_p50/max(5xscale-hot-alone_p50,50us)")
+    # CPU time comes in clock ticks: a short hold may read none.
+    ratio("scale-pending_daemon_cpu/wall", at_least=0.0)
+    # Every completion of the load counted exactly once.
+    assert doc["ratios"]["scale-pending_counted/armed"] == 1, doc["ratios"]
+
+
 if prog == "cuflag-bench" and doc["mode"] == "gpu":
     # The GPU mode (run by hand on a GPU machine: here it exits 77).
     for n in ("spin-floor", "hostfunc", "event-blocking", "event-spin", "inproc-scanner",
@@ -99,6 +112,8 @@ elif prog == "cuflag-bench":
         assert doc["scale"] is None, doc["scale"]
     if "metrics-on" in names:
         check_metrics_cost()
+    if "scale-hot" in names:
+        check_scale_pending()
 elif prog == "perf-handoff":
     measured("cuflagd")
     # The handoff rows pin to two CPUs; with one they are there, unmeasured.
@@ -126,5 +141,7 @@ elif prog == "perf-scale":
     check_scale()
 elif prog == "perf-metrics-cost":
     check_metrics_cost()
+elif prog == "perf-scale-pending":
+    check_scale_pending()
 else:
     sys.exit("check.py: nothing known about " + prog)

@@ -47,6 +47,7 @@ struct bench_opts {
 	unsigned scale_clients; /* idle fleet / armed run: processes */
 	int paced;             /* the scanner-cost rows (cpu mode) */
 	int metrics_cost;      /* the metrics on/off rows (metrics-cost.c) */
+	int scale_pending;     /* the pending-load rows (scale-pending.c) */
 };
 
 /*
@@ -184,6 +185,11 @@ int bench_scale_run(const struct bench_opts *o, struct bench_report *r,
 		    const struct daemon_proc *d);
 /* --scale-clients P into o; 0, or 2 for bad usage. */
 int bench_scale_clients_opt(struct bench_opts *o, const char *arg);
+/* scale-pending.c: procs load processes, each 12 connections x 1024 grouped
+ * slots armed and pending, against a daemon of its own: rows
+ * scale-hot-alone, scale-hot, scale-cold and their ratios; 0 or -1. */
+#define BENCH_SCALE_PENDING_PROCS 16
+int bench_scale_pending(const struct bench_opts *o, struct bench_report *r, unsigned procs);
 /* metrics-cost.c: metrics on against off (cuflagd --no-metrics), daemons of
  * its own taking turns: rows metrics-on and metrics-off, their ratios; 0, or
  * 1 when a row failed. */
