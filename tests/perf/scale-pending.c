@@ -188,6 +188,8 @@ int bench_scale_pending(const struct bench_opts *o, struct bench_report *r, unsi
 	if (!pid || sh == MAP_FAILED || o->socket || daemon_start(&d, o)) {
 		bench_lat_fail(alone, "%s", o->socket ? "needs a daemon of its own (no --socket)"
 						      : "cannot start a daemon of its own");
+		if (sh != MAP_FAILED)
+			munmap(sh, size);
 		free(pid);
 		return -1;
 	}
@@ -197,6 +199,10 @@ int bench_scale_pending(const struct bench_opts *o, struct bench_report *r, unsi
 		pid[k] = fork();
 		if (pid[k] == 0)
 			load_main(sh, &sh->p[k], d.sock);
+		if (pid[k] < 0) { /* counted as a load process that could not arm */
+			atomic_store(&sh->p[k].err, -errno);
+			atomic_store(&sh->p[k].ready, 1);
+		}
 	}
 	if (wait_ready(sh, procs)) {
 		bench_lat_fail(hot, "the load did not arm its slots within 120 s");
