@@ -11,9 +11,10 @@
  * random one at a time and times how long the daemon takes to signal it
  * (the cold sweep's notice: p99 printed, the max held to NOTICE_MAX_MS);
  * then every flag lands (2048 a millisecond over the users, about 100 ms),
- * and every completion must have been counted
- * exactly once (one record of one completion in its group's ring, nothing
- * more after). The scanner's CPU while the slots are held is printed.
+ * and every completion must have been counted exactly once (one record of
+ * one completion in its group's ring, nothing more after). Printed besides:
+ * the scanner's CPU while the slots are held, and its longest stretch
+ * without a pass while their arms were taken in (before the window).
  */
 #include <errno.h>
 #include <string.h>
