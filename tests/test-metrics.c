@@ -455,6 +455,59 @@ static void user_totals(void)
 	CHECK(daemon_stop(&d) == 0);
 }
 
+/* The first METRICS page asked with want on a fresh connection: the kinds
+ * of its records, or-ed as bits, or the error status of its reply. */
+static int first_page_kinds(const char *sock, uint32_t want, uint32_t *kinds)
+{
+	uint8_t buf[CUFLAG_MSG_MAX];
+	struct cuflag_msg_metrics m = { .after_id = 0, .want = want };
+	struct cuflag_msg_hdr h = { .type = CUFLAG_MSG_METRICS,
+				    .len = sizeof(h) + sizeof(m), .req_id = 9 };
+	int fd = cuflag_unix_connect(sock, 5);
+	uint32_t kind;
+
+	CHECK(fd >= 0);
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), &m, sizeof(m));
+	CHECK(send(fd, buf, sizeof(h) + sizeof(m), MSG_NOSIGNAL) == (ssize_t)(sizeof(h) + sizeof(m)));
+	*kinds = 0;
+	do {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		CHECK(n >= (ssize_t)(sizeof(h) + sizeof(kind)));
+		memcpy(&h, buf, sizeof(h));
+		if (h.status) {
+			close(fd);
+			return h.status;
+		}
+		memcpy(&kind, buf + sizeof(h), sizeof(kind));
+		*kinds |= 1u << kind;
+	} while (kind != CUFLAG_METRICS_END);
+	close(fd);
+	return 0;
+}
+
+/* A reader that asks for nothing new (want 0: every older cuflagctl) gets
+ * only the kinds it knows; one asking what the daemon does not know is
+ * refused with -EINVAL, so that a newer reader can ask again without it. */
+static void older_readers(void)
+{
+	struct daemon_proc d;
+	cuflag_client *c;
+	uint32_t kinds;
+
+	daemon_start(&d, 0, NULL);
+	CHECK_RC(cuflag_connect(d.sock, &c));
+	CHECK(first_page_kinds(d.sock, 0, &kinds) == 0);
+	CHECK(kinds == (1u << CUFLAG_METRICS_DAEMON | 1u << CUFLAG_METRICS_USER |
+			1u << CUFLAG_METRICS_CLIENT | 1u << CUFLAG_METRICS_END));
+	CHECK(first_page_kinds(d.sock, CUFLAG_METRICS_WANT_ALL, &kinds) == 0);
+	CHECK(kinds & (1u << CUFLAG_METRICS_USER_TOTALS));
+	CHECK(kinds & (1u << CUFLAG_METRICS_PROCESS));
+	CHECK(first_page_kinds(d.sock, 0x80000000u, &kinds) == -EINVAL);
+	cuflag_disconnect(c);
+	CHECK(daemon_stop(&d) == 0);
+}
+
 #define SESSIONS 1000
 #define ARMED 100
 
@@ -570,6 +623,7 @@ int main(void)
 	stuck_slot();
 	no_metrics();
 	user_totals();
+	older_readers();
 	many_clients();
 	printf("metrics: ok\n");
 	return 0;
