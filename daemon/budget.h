@@ -23,7 +23,10 @@
  * WRITE_BUDGET_STREAK costly writes or more (it was not empty between them):
  * one write is no proof (a loaded virtual machine has charged an honest one
  * milliseconds of the thread's CPU, interrupts taken inside it included),
- * while watchers cost every write to their eventfd, again and again.
+ * while watchers cost every write to their eventfd, again and again. A user
+ * dropped so is proven: for WRITE_BUDGET_REPEAT_NS its writes are timed on
+ * the CPU clock and its first costly one drops again (a new connection with
+ * the same watchers costs the others one write, not three).
  *
  * Wall time alone would charge a write for the time the scanner thread was
  * preempted in it. So a write is timed on the cheap clock, and a write over
@@ -62,6 +65,9 @@ struct write_budget_cfg {
 
 /* Costly writes a level must hold before its user is dropped. */
 #define WRITE_BUDGET_STREAK 3
+/* How long a user dropped for its writes is dropped at its first costly
+ * one (as long as the daemon keeps a user after its last connection). */
+#define WRITE_BUDGET_REPEAT_NS 10000000000ull
 /* The log says how many of the user's last WRITE_BUDGET_OFTEN costly writes
  * came within WRITE_BUDGET_OFTEN_NS (budget_costly_lately). */
 #define WRITE_BUDGET_OFTEN 4
@@ -74,6 +80,7 @@ struct write_budget {
 	uint32_t held;             /* costly writes since the level was empty */
 	uint32_t streak;           /* CPU-timed costly writes in a row */
 	uint64_t last_costly_ns;   /* what the last costly write cost */
+	uint64_t dropped_at_ns;    /* when its writes last dropped it (0: never) */
 	/* When the last WRITE_BUDGET_OFTEN costly writes were (a ring). */
 	uint64_t costly_at_ns[WRITE_BUDGET_OFTEN];
 	uint32_t costly_n;
@@ -99,8 +106,9 @@ static inline int budget_suspect(const struct write_budget *b, uint64_t now_ns)
 /*
  * Charge one write. cost_ns: its CPU time if the user was a suspect, else
  * its wall time; cpu_timed says which. Returns 1 when the write took its
- * user over the cap with WRITE_BUDGET_STREAK costly writes or more: the
- * writer is to be dropped.
+ * user over the cap with WRITE_BUDGET_STREAK costly writes or more, or was
+ * costly within WRITE_BUDGET_REPEAT_NS of such a drop: the writer is to be
+ * dropped.
  */
 int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, uint64_t cost_ns,
 		  int cpu_timed, uint64_t now_ns);

@@ -8,8 +8,8 @@
 #include "budget.h"
 #include "unit-run.h"
 
-#define US 1000u
-#define MS 1000000u
+#define US 1000ull
+#define MS 1000000ull
 
 /* The daemon's allowance, unscaled (a sanitizer build scales it). */
 #define ALLOW (250 * US)
@@ -103,6 +103,32 @@ START_TEST(test_costly_writes_dropped)
 	ck_assert_uint_eq(b.streak, 3);
 	ck_assert_uint_eq(budget_costly_lately(&b, t), 3);
 	ck_assert_uint_eq(b.last_costly_ns, 1300 * US);
+}
+END_TEST
+
+START_TEST(test_dropped_again_at_once)
+{
+	struct write_budget b = { 0 };
+	struct write_budget_cfg cfg = CFG(2 * MS);
+	uint64_t t = 1000 * MS;
+	int writes = 0;
+
+	while (!write_at(&b, &cfg, &t, 1300 * US, 1300 * US))
+		ck_assert_int_lt(++writes, 10);
+	/* Reconnected with the same watchers, 5 s later (its level long
+	 * empty): a suspect still, its cheap writes pass, the first costly
+	 * one drops. */
+	t += 5000 * MS;
+	ck_assert(budget_suspect(&b, t));
+	ck_assert_int_eq(write_at(&b, &cfg, &t, 20 * US, 20 * US), 0);
+	ck_assert_uint_eq(b.level_ns, 0);
+	ck_assert_int_eq(write_at(&b, &cfg, &t, 1300 * US, 1300 * US), 1);
+	/* 10 s on, it takes three again. */
+	t += 11000 * MS;
+	writes = 0;
+	while (!write_at(&b, &cfg, &t, 1300 * US, 1300 * US))
+		ck_assert_int_lt(++writes, 10);
+	ck_assert_int_eq(writes, 3);
 }
 END_TEST
 
@@ -217,6 +243,7 @@ int main(void)
 				       test_costly_wakeups_are_free,
 				       test_preempted_write_not_charged,
 				       test_costly_writes_dropped,
+				       test_dropped_again_at_once,
 				       test_huge_writes_dropped,
 				       test_slow_honest_writes_free,
 				       test_costly_between_cheap_dropped,
