@@ -29,6 +29,18 @@ static int write_at(struct write_budget *b, const struct write_budget_cfg *cfg, 
 	return budget_charge(b, cfg, cpu ? cpu_ns : wall_ns, cpu, *t);
 }
 
+/* Writes of cost_ns each (wall and CPU), one after the other: how many
+ * went by before the one that dropped the user (fewer than ten). */
+static int writes_before_drop(struct write_budget *b, const struct write_budget_cfg *cfg,
+			      uint64_t *t, uint64_t cost_ns)
+{
+	int writes = 0;
+
+	while (!write_at(b, cfg, t, cost_ns, cost_ns))
+		ck_assert_int_lt(++writes, 10);
+	return writes;
+}
+
 START_TEST(test_cheap_writes_are_free)
 {
 	struct write_budget b = { 0 };
@@ -90,15 +102,12 @@ START_TEST(test_costly_writes_dropped)
 	struct write_budget b = { 0 };
 	struct write_budget_cfg cfg = CFG(2 * MS);
 	uint64_t t = 1000 * MS;
-	int writes = 0;
 
 	/* One eventfd in 18 000 epolls: 1.3 ms every write, one after the
 	 * other (the fair share gives the user a write every few passes).
 	 * The first, on the wall clock, makes the suspect; three on the CPU
 	 * clock drop it. */
-	while (!write_at(&b, &cfg, &t, 1300 * US, 1300 * US))
-		ck_assert_int_lt(++writes, 10);
-	ck_assert_int_eq(writes, 3);
+	ck_assert_int_eq(writes_before_drop(&b, &cfg, &t, 1300 * US), 3);
 	ck_assert_uint_eq(b.held, 3);
 	ck_assert_uint_eq(b.streak, 3);
 	ck_assert_uint_eq(budget_costly_lately(&b, t), 3);
@@ -111,10 +120,8 @@ START_TEST(test_dropped_again_at_once)
 	struct write_budget b = { 0 };
 	struct write_budget_cfg cfg = CFG(2 * MS);
 	uint64_t t = 1000 * MS;
-	int writes = 0;
 
-	while (!write_at(&b, &cfg, &t, 1300 * US, 1300 * US))
-		ck_assert_int_lt(++writes, 10);
+	ck_assert_int_eq(writes_before_drop(&b, &cfg, &t, 1300 * US), 3);
 	/* Reconnected with the same watchers, 5 s later (its level long
 	 * empty): a suspect still, its cheap writes pass, the first costly
 	 * one drops. */
@@ -125,10 +132,7 @@ START_TEST(test_dropped_again_at_once)
 	ck_assert_int_eq(write_at(&b, &cfg, &t, 1300 * US, 1300 * US), 1);
 	/* 10 s on, it takes three again. */
 	t += 11000 * MS;
-	writes = 0;
-	while (!write_at(&b, &cfg, &t, 1300 * US, 1300 * US))
-		ck_assert_int_lt(++writes, 10);
-	ck_assert_int_eq(writes, 3);
+	ck_assert_int_eq(writes_before_drop(&b, &cfg, &t, 1300 * US), 3);
 }
 END_TEST
 
@@ -222,13 +226,10 @@ START_TEST(test_low_budget)
 	struct write_budget a = { 0 }, v = { 0 };
 	struct write_budget_cfg cfg = CFG(100 * US);
 	uint64_t t = 1000 * MS;
-	int writes = 0;
 
 	/* --write-budget-us 100: 18 000 watchers on a machine where they cost
 	 * a write 500 us are dropped at the third costly write ... */
-	while (!write_at(&a, &cfg, &t, 500 * US, 500 * US))
-		ck_assert_int_lt(++writes, 10);
-	ck_assert_int_eq(writes, 3);
+	ck_assert_int_eq(writes_before_drop(&a, &cfg, &t, 500 * US), 3);
 	/* ... while wake-ups, however costly, never are. */
 	ck_assert_int_eq(budget_charge(&v, &cfg, 3 * MS, 0, t), 0);
 	for (int i = 0; i < 100000; i++)
