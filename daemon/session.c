@@ -55,6 +55,7 @@ struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gi
 
 static void session_free(struct server *srv, struct session *s)
 {
+	answer_cancel(srv, s); /* at exit: one may still be on its way */
 	free(s->parked);
 	free(s->adopt_cmd); /* never handed to the scanner */
 	slot_table_free(&s->slots);
