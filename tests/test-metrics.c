@@ -560,7 +560,7 @@ static void many_clients(void)
 	struct daemon_proc d;
 	struct rlimit rl;
 	const char *out;
-	int fds0;
+	int fds0, unread;
 
 	/* Each client holds a few fds here (its socket, its wake eventfd...). */
 	CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
@@ -604,6 +604,12 @@ static void many_clients(void)
 	out = ctl(d.sock, "top", "--once");
 	CHECK(count(out, "\n") > 10);
 	slow_reader(&d);
+	/* One more that is never read: the daemon stops with it half sent. */
+	unread = cuflag_unix_connect(d.sock, 5);
+	CHECK(unread >= 0);
+	CHECK(send(unread, &(struct cuflag_msg_hdr){ .type = CUFLAG_MSG_CLIENTS,
+						   .len = sizeof(struct cuflag_msg_hdr) },
+		   sizeof(struct cuflag_msg_hdr), MSG_NOSIGNAL) > 0);
 
 	for (int i = 0; i < ARMED; i++)
 		cuflag_slot_release(s[i]);
@@ -611,6 +617,7 @@ static void many_clients(void)
 		cuflag_disconnect(c[i]);
 	check_serves(d.sock);
 	CHECK(daemon_stop(&d) == 0);
+	close(unread);
 	daemon_proc_remove(&d);
 	CHECK(self_fd_count() == fds0);
 	}
