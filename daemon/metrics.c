@@ -114,12 +114,21 @@ static int by_uid(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* uid's entry in the sorted array v of n, or NULL. */
+static struct user_total *total_find(struct user_total *v, uint32_t n, uid_t uid)
+{
+	struct user_total key = { .uid = uid };
+
+	/* bsearch must not be handed a NULL array, even of no entries. */
+	return n ? bsearch(&key, v, n, sizeof(*v), by_uid) : NULL;
+}
+
 /* uid's entry in the sorted array v of n (room for one more), made in its
  * place if need be. */
 static struct user_total *total_in(struct user_total *v, uint32_t *n, uid_t uid)
 {
 	struct user_total key = { .uid = uid };
-	struct user_total *e = bsearch(&key, v, *n, sizeof(*v), by_uid);
+	struct user_total *e = total_find(v, *n, uid);
 	uint32_t at = 0;
 
 	if (e)
@@ -136,9 +145,9 @@ static struct user_total *total_in(struct user_total *v, uint32_t *n, uid_t uid)
  * (or past memory) are summed in others. */
 static struct user_total *total_of(struct user_totals *t, uid_t uid)
 {
-	struct user_total key = { .uid = uid }, *e;
+	struct user_total *e = total_find(t->v, t->n, uid);
 
-	if ((e = bsearch(&key, t->v, t->n, sizeof(*t->v), by_uid)))
+	if (e)
 		return e;
 	if (t->n == t->cap && t->cap < USER_TOTALS_MAX) {
 		uint32_t cap = t->cap ? t->cap * 2 : 16;
