@@ -313,9 +313,9 @@ static void conn_read(struct conn *c, const char *socket_path, struct scrape_tex
 
 /* The peer to close for a new one: of those holding a connection without
  * sending their request or taking their answer for GRACE_MS, the one that
- * has done so longest; NULL if none. A peer sending its answer is counted
- * from the last time it took some: a scraper reading a large answer is
- * never cut. */
+ * has done so longest; NULL if none. A peer being answered is counted from
+ * the last time it took some: a scraper reading a large answer is cut only
+ * if it stops taking it while every place is held. */
 static struct conn *idlest(struct conn *conns, uint64_t now)
 {
 	struct conn *worst = NULL;
