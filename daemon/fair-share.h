@@ -5,8 +5,9 @@
  * the other; so no user's writes may take more of a pass than a quantum of
  * write time. Each pass in which a user has writes tops its credit up by one
  * quantum (a credit left over is not hoarded: it starts again at one
- * quantum); each write is charged what it cost on the wall clock, with no
- * free allowance. A user out of credit has the rest of its writes carried to
+ * quantum); each write is charged what it cost, with no free allowance (on
+ * the wall clock, or the CPU clock for a suspect of the write budget: the
+ * scanner preempted is no user's cost; write-police.h). A user out of credit has the rest of its writes carried to
  * the next pass (its flags stay advanced: nothing is lost, its completions
  * just come a pass later), and a write that cost more than the credit is
  * paid back over the passes that follow, while everyone else is served.

@@ -112,6 +112,11 @@ enum scanner_broken police_write(struct write_police *p, struct scanner_user *u,
 		uint64_t c = thread_cpu_ns() - c0;
 		cost = c < cost ? c : cost;
 	}
+	/* What the share charges: the CPU time of a suspect's write, and no
+	 * more than the allowance for a write timed on the wall clock only
+	 * (it made the suspect: preempted, or costly, the CPU clock tells from
+	 * the next write on). The scanner preempted is no user's cost. */
+	*cost_ns = cpu || cost <= cfg->allowance_ns ? cost : cfg->allowance_ns;
 	return budget_charge(&u->budget, cfg, cost, cpu, t1) ? BROKEN_COST : BROKEN_NONE;
 }
 

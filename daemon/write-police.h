@@ -74,8 +74,8 @@ void police_tick(struct write_police *p, int on);
  * Write v to efd for user u, timed and charged.
  * BROKEN_NONE; BROKEN_COST when the write was made but took its user over
  * the budget; or, when it was not made, why the client must not be served any
- * more. *cost_ns: what it cost on the wall clock, what other clients waited
- * (the fair share charges that).
+ * more. *cost_ns: what the fair share charges for it: its CPU time for a
+ * suspect, else its wall time up to the allowance (write-police.c).
  */
 enum scanner_broken police_write(struct write_police *p, struct scanner_user *u, int efd,
 				 uint64_t v, const struct write_budget_cfg *cfg, uint64_t *cost_ns);
