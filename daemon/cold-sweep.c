@@ -18,11 +18,19 @@ static uint64_t due_by(uint64_t start_ns, uint64_t ncold, uint64_t now_ns)
 	return (uint64_t)((unsigned __int128)ncold * elapsed / COLD_SWEEP_NS);
 }
 
-/* A slice is worth a pass once this many slots are due (all that are left
- * of the sweep, where fewer are). */
-static uint64_t worth(uint64_t left)
+/* A slice is worth a pass once this many of ncold slots are due (all that
+ * are left of the sweep, where fewer are): COLD_SLICE_MIN, and no fewer
+ * than make slices COLD_SLICE_GAP_NS apart (a large cold set read in a few
+ * large slices, not a wake-up every few microseconds). */
+static uint64_t worth(uint64_t left, uint64_t ncold)
 {
-	return left < COLD_SLICE_MIN ? left : COLD_SLICE_MIN;
+	uint64_t w = (uint64_t)((unsigned __int128)ncold * COLD_SLICE_GAP_NS / COLD_SWEEP_NS);
+
+	if (w < COLD_SLICE_MIN)
+		w = COLD_SLICE_MIN;
+	if (w > COLD_SLICE_MAX)
+		w = COLD_SLICE_MAX;
+	return left < w ? left : w;
 }
 
 struct cold_slice cold_plan(struct cold_sweep *sw, uint64_t ncold, uint64_t now_ns)
@@ -45,25 +53,25 @@ struct cold_slice cold_plan(struct cold_sweep *sw, uint64_t ncold, uint64_t now_
 		sw->pos = sl.from = 0;
 	}
 	due = due_by(sw->start_ns, ncold, now_ns);
-	if (due >= sw->pos + worth(ncold - sw->pos)) {
+	if (due >= sw->pos + worth(ncold - sw->pos, ncold)) {
 		sl.count = due - sw->pos > COLD_SLICE_MAX ? COLD_SLICE_MAX : due - sw->pos;
 		sw->pos += sl.count;
 	}
 	if (sw->pos >= ncold)
 		sl.next_ns = sw->start_ns + COLD_SWEEP_NS;
-	else if (due >= sw->pos + worth(ncold - sw->pos))
+	else if (due >= sw->pos + worth(ncold - sw->pos, ncold))
 		sl.next_ns = now_ns; /* behind by a slice or more: at once */
 	else
-		sl.next_ns = due_at(sw->start_ns, sw->pos + worth(ncold - sw->pos), ncold);
+		sl.next_ns = due_at(sw->start_ns, sw->pos + worth(ncold - sw->pos, ncold), ncold);
 	if (sl.next_ns < now_ns)
 		sl.next_ns = now_ns;
 	return sl;
 }
 
 enum cold_reason cold_should_go(uint64_t now_ns, uint64_t since_ns, uint64_t due_ns,
-				uint64_t spread_ns, uint32_t user_hot)
+				uint64_t spread_ns, uint32_t user_hot, uint32_t busy_users)
 {
-	if (user_hot > COLD_HOT_PER_USER)
+	if (user_hot > COLD_HOT_PER_USER && busy_users > 1)
 		return COLD_CROWDED;
 	if (due_ns > now_ns + COLD_AFTER_NS)
 		return COLD_AHEAD;

@@ -10,9 +10,10 @@
  * pass, never more than COLD_SLICE_MAX slots in one pass). A slot goes cold
  * once it has been awaited COLD_AFTER_NS without a completion, or when the
  * predictor expects its next completion further ahead than that, or when
- * its user already holds COLD_HOT_PER_USER hot slots (so that nobody can
- * keep slots hot to slow the others: what one user's hot slots cost a pass
- * is bounded, as fair-share.h bounds what its writes cost). A cold slot
+ * its user already holds COLD_HOT_PER_USER hot slots while another user has
+ * work pending too (so that nobody can keep slots hot to slow the others:
+ * what one user's hot slots cost a pass is bounded, as fair-share.h bounds
+ * what its writes cost; a user alone slows nobody). A cold slot
  * whose flag moved, whose predicted completion comes within a sweep, or
  * whose user has hot room again (when it went cold for want of it), is made
  * hot by the sweep that sees it.
@@ -33,7 +34,8 @@
 #define COLD_AFTER_NS 8000000ull   /* awaited this long: cold */
 #define COLD_SWEEP_NS 2000000ull   /* every cold slot read once this often */
 #define COLD_SLICE_MAX 8192u       /* cold slots one pass reads, at most */
-#define COLD_SLICE_MIN 512u        /* not worth a wake-up of its own below this */
+#define COLD_SLICE_MIN 512u        /* not worth a wake-up of its own below this, */
+#define COLD_SLICE_GAP_NS 100000ull /* nor a slice sooner than this after the last */
 #define COLD_HOT_PER_USER 1024u    /* a user's hot slots, at most */
 
 /* Where a sweep stands: it began at start_ns and has read pos slots. */
@@ -71,10 +73,11 @@ enum cold_reason {
  * The slot has been awaited since since_ns; due_ns: when the predictor
  * expects its next completion (0: nothing learned), give or take spread_ns
  * (the window it spins across: a slot late by less is still hot); user_hot:
- * its user's hot slots, itself included.
+ * its user's hot slots, itself included; busy_users: users with slots
+ * pending, its own included.
  */
 enum cold_reason cold_should_go(uint64_t now_ns, uint64_t since_ns, uint64_t due_ns,
-				uint64_t spread_ns, uint32_t user_hot);
+				uint64_t spread_ns, uint32_t user_hot, uint32_t busy_users);
 
 /*
  * When a slot going cold for reason why is to be made hot again, whatever

@@ -14,8 +14,9 @@ static int cold_woken(const struct scanner *sc, const struct cold_entry *e)
 {
 	if (e->wake_at > sc->now)
 		return 0;
-	/* wake_at 0: cold for want of hot room; hot once its user has some. */
-	return e->wake_at || e->slot->sess->user->hot < COLD_HOT_PER_USER;
+	/* wake_at 0: cold for want of hot room; hot once its user has some,
+	 * or is alone with work pending again. */
+	return e->wake_at || e->slot->sess->user->hot < COLD_HOT_PER_USER || sc->busy_users < 2;
 }
 
 void cold_sweep_slice(struct scanner *sc)

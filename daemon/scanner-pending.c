@@ -93,6 +93,7 @@ void pending_go_hot(struct scanner *sc, struct scanner_slot *s)
 {
 	cold_del(sc, s);
 	hot_add(sc, s);
+	s->swept = 1;
 }
 
 void pending_add(struct scanner *sc, struct scanner_slot *s)
@@ -119,7 +120,8 @@ void pending_add_at(struct scanner *sc, struct scanner_slot *s, uint64_t arm_ns)
 	/* Hot: it may land soon. */
 	hot_add(sc, s);
 	s->sess->pending++;
-	u->pending++;
+	if (!u->pending++)
+		sc->busy_users++;
 	publish(s->sess, u);
 }
 
@@ -182,7 +184,8 @@ void pending_del(struct scanner *sc, struct scanner_slot *s)
 		hot_del(sc, s);
 	atomic_store_explicit(&s->armed_at_ns, 0, memory_order_relaxed);
 	s->sess->pending--;
-	u->pending--;
+	if (!--u->pending)
+		sc->busy_users--;
 	publish(s->sess, u);
 	/* Room in the user's share: the oldest waiting slot moves in. */
 	if (u->wait_head && !pending_user_full(u)) {

@@ -56,6 +56,7 @@ struct scanner {
 	uint64_t ncold;
 	struct cold_sweep sweep; /* cold[0, sweep.pos) were read by this sweep */
 	uint64_t cold_next_ns;   /* the sweep's next slice is due then */
+	uint32_t busy_users;     /* users with slots pending */
 	int few_cpus; /* give a woken thread our CPU at once (see pass()) */
 	struct scanner_group **rang; /* groups that got records this pass */
 	uint64_t nrang;

@@ -238,7 +238,9 @@ static void ring_groups(struct scanner *sc)
  * in it). */
 static void learn_completion(struct scanner *sc, struct scanner_slot *s)
 {
-	if (sc->woke_from && s->timing.since_ns < sc->woke_from) {
+	/* Seen by the cold sweep: it landed any time in the sweep's period. */
+	if (s->swept || (sc->woke_from && s->timing.since_ns < sc->woke_from)) {
+		s->swept = 0;
 		predict_completed_unseen(&s->timing, sc->now);
 		return;
 	}
@@ -293,7 +295,7 @@ static int go_cold(struct scanner *sc, struct scanner_slot *s, uint32_t f)
 	uint64_t due = t->lat_ns ? t->since_ns + t->lat_ns : 0;
 	uint64_t spread = 4 * t->dev_ns + PREDICT_WINDOW_MIN_NS;
 	enum cold_reason why = cold_should_go(sc->now, t->since_ns, due, spread,
-					      s->sess->user->hot);
+					      s->sess->user->hot, sc->busy_users);
 
 	if (why == COLD_STAY_HOT)
 		return 0;
@@ -475,8 +477,12 @@ void *scanner_main(void *arg)
 				sc->look_at, sc->lead);
 		if (d.action == IDLE_SPIN)
 			spin_once(sc);
-		else if (d.action == IDLE_NAP)
+		/* A wait for the sweep's next slice is no completion's due
+		 * time: an arm made meanwhile may be due before it ends. */
+		else if (d.action == IDLE_NAP && d.until_ns < sc->cold_next_ns)
 			scanner_nap(sc, d.until_ns);
+		else if (d.action == IDLE_NAP)
+			scanner_block(sc, d.until_ns);
 		else
 			scanner_block(sc, d.action == IDLE_SLEEP ? d.until_ns : 0);
 	}

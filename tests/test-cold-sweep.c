@@ -82,7 +82,10 @@ START_TEST(test_a_sleeping_scanner_wakes_for_slices_worth_it)
 	/* Passes that read nothing: the ones at the end of each sweep that
 	 * wait for the next period. */
 	ck_assert_uint_le(r.empty, 12);
-	ck_assert_uint_le(r.passes, 10 * (200000 / COLD_SLICE_MIN + 2));
+	/* A large set in a few large slices, not a wake-up every few us. */
+	ck_assert_uint_le(r.passes, 10 * (200000 / COLD_SLICE_MAX + 3));
+	r = drive(20000, 0, 10 * COLD_SWEEP_NS);
+	ck_assert_uint_le(r.passes, 10 * (COLD_SWEEP_NS / COLD_SLICE_GAP_NS + 2));
 }
 END_TEST
 
@@ -170,29 +173,31 @@ START_TEST(test_which_slots_go_cold)
 	uint64_t now = 1000 * MS;
 
 	/* Young, nothing learned: hot. */
-	ck_assert_int_eq(cold_should_go(now, now - 100 * US, 0, 0, 1), COLD_STAY_HOT);
+	ck_assert_int_eq(cold_should_go(now, now - 100 * US, 0, 0, 1, 2), COLD_STAY_HOT);
 	/* Awaited long, nothing learned, or overdue: cold. */
-	ck_assert_int_eq(cold_should_go(now, now - COLD_AFTER_NS, 0, 0, 1), COLD_AGED);
-	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now - 40 * MS, 1 * MS, 1), COLD_AGED);
+	ck_assert_int_eq(cold_should_go(now, now - COLD_AFTER_NS, 0, 0, 1, 2), COLD_AGED);
+	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now - 40 * MS, 1 * MS, 1, 2), COLD_AGED);
 	/* Awaited long but due within COLD_AFTER_NS: the predictor looks. */
-	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now + 1 * MS, 0, 1), COLD_STAY_HOT);
+	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now + 1 * MS, 0, 1, 2), COLD_STAY_HOT);
 	/* Late by less than its spread: still hot, the predictor spins
 	 * across that window; late by more, cold. */
-	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now - 100 * US, 200 * US, 1),
+	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now - 100 * US, 200 * US, 1, 2),
 			 COLD_STAY_HOT);
-	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now - 300 * US, 200 * US, 1),
+	ck_assert_int_eq(cold_should_go(now, now - 50 * MS, now - 300 * US, 200 * US, 1, 2),
 			 COLD_AGED);
 	/* Young but predicted far ahead (a training step): cold at once,
 	 * hot again two sweeps before it is due. */
-	ck_assert_int_eq(cold_should_go(now, now - 10 * US, now + 100 * MS, 0, 1), COLD_AHEAD);
+	ck_assert_int_eq(cold_should_go(now, now - 10 * US, now + 100 * MS, 0, 1, 2), COLD_AHEAD);
 	ck_assert_uint_eq(cold_wake_at(COLD_AHEAD, now + 100 * MS),
 			  now + 100 * MS - 2 * COLD_SWEEP_NS);
 	ck_assert_uint_eq(cold_wake_at(COLD_AGED, 0), UINT64_MAX);
 	/* Past its user's hot share: cold however young, hot again once the
 	 * user has room. */
-	ck_assert_int_eq(cold_should_go(now, now, 0, 0, COLD_HOT_PER_USER), COLD_STAY_HOT);
-	ck_assert_int_eq(cold_should_go(now, now, 0, 0, COLD_HOT_PER_USER + 1), COLD_CROWDED);
+	ck_assert_int_eq(cold_should_go(now, now, 0, 0, COLD_HOT_PER_USER, 2), COLD_STAY_HOT);
+	ck_assert_int_eq(cold_should_go(now, now, 0, 0, COLD_HOT_PER_USER + 1, 2), COLD_CROWDED);
 	ck_assert_uint_eq(cold_wake_at(COLD_CROWDED, 0), 0);
+	/* A user alone slows nobody: all its slots may be hot. */
+	ck_assert_int_eq(cold_should_go(now, now, 0, 0, 100 * COLD_HOT_PER_USER, 1), COLD_STAY_HOT);
 }
 END_TEST
 
