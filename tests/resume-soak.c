@@ -99,13 +99,22 @@ static void *burster(void *arg)
 	return NULL;
 }
 
-/* Count through epoll: what an event loop does. */
+/* Count through epoll: what an event loop does, the library's dispatch fd
+ * among its fds (it resumes with a new daemon even when no call of ours
+ * needs one: completions left unsignalled by a killed daemon come then). */
+#define DISPATCH_TAG UINT32_MAX
 static void *counter(void *arg)
 {
 	struct soak *k = arg;
 	struct epoll_event ev[64];
 	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event de = { .events = EPOLLIN, .data.u32 = DISPATCH_TAG };
+	int dfd = cuflag_client_dispatch_fd(k->c);
 
+	if (dfd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, dfd, &de) < 0) {
+		fail(k, "dispatch fd", dfd < 0 ? dfd : -errno);
+		return NULL;
+	}
 	for (unsigned i = 0; i < k->nslots; i++) {
 		struct epoll_event e = { .events = EPOLLIN, .data.u32 = i };
 		if (epoll_ctl(ep, EPOLL_CTL_ADD, cuflag_slot_fd(k->slot[i]), &e) < 0) {
@@ -116,8 +125,16 @@ static void *counter(void *arg)
 	uint64_t last = now_ms();
 
 	while (atomic_load(&k->stop) < 2) {
-		int n = epoll_wait(ep, ev, 64, 20);
-		uint64_t now = now_ms();
+		int timeout = 20, n;
+		uint64_t now;
+
+		if (cuflag_client_dispatch_timeout(k->c, &timeout) == 0 && (timeout < 0 || timeout > 20))
+			timeout = 20;
+		n = epoll_wait(ep, ev, 64, timeout);
+		now = now_ms();
+		/* Its timeout ran out or its fd is readable: a step of the
+		 * library's own (a resume under way answers -EAGAIN). */
+		(void)cuflag_client_dispatch(k->c);
 
 		/* What a restart costs the program: the pause in its completions. */
 		if (!atomic_load(&k->stop) && now - last > k->longest_gap_ms)
@@ -125,6 +142,9 @@ static void *counter(void *arg)
 		for (int j = 0; j < n; j++) {
 			unsigned i = ev[j].data.u32;
 			uint64_t got;
+
+			if (i == DISPATCH_TAG)
+				continue;
 			if (cuflag_slot_consume(k->slot[i], &got) == 0) {
 				uint64_t c = atomic_fetch_add(&k->counted[i], got) + got;
 				last = now;
