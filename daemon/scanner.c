@@ -182,8 +182,8 @@ enum scanner_broken efd_write(struct scanner *sc, struct scanner_session *ss, in
 	share_charge(&u->share, cost);
 	if (why == BROKEN_COST) {
 		/* The write that took its user over the budget (budget.h). */
-		ss->cost_pass_ns = u->budget.last_costly_ns;
-		ss->cost_pass_writes = 1;
+		ss->cost_ns = u->budget.last_costly_ns;
+		ss->cost_writes = 1;
 		ss->cost_streak = u->budget.streak;
 		ss->cost_lately = budget_costly_lately(&u->budget, u->budget.at_ns);
 	}
@@ -198,8 +198,8 @@ static void carried(struct scanner *sc, struct scanner_session *ss)
 
 	if (!share_carried_too_long(f, sc->now))
 		return;
-	ss->cost_pass_ns = f->carried_cost_ns;
-	ss->cost_pass_writes = f->carried_writes > UINT32_MAX ? UINT32_MAX
+	ss->cost_ns = f->carried_cost_ns;
+	ss->cost_writes = f->carried_writes > UINT32_MAX ? UINT32_MAX
 							       : (uint32_t)f->carried_writes;
 	ss->cost_share = 1;
 	scanner_set_broken(sc, ss, BROKEN_COST);

@@ -123,12 +123,13 @@ struct scanner_session {
 	_Atomic uint64_t n_bad;     /* arms refused */
 	_Atomic uint32_t n_pending;
 	_Atomic int broken;         /* enum scanner_broken: the main loop drops it */
-	/* For the log line of a BROKEN_COST: the pass that took the user over
-	 * its budget (written before broken is set). */
-	uint64_t cost_pass_ns;
-	uint32_t cost_pass_writes, cost_streak, cost_lately;
-	/* Or, cost_share set: it wanted more than its share for too long
-	 * (fair-share.h); cost_pass_*: its writes meanwhile. */
+	/* For the log line of a BROKEN_COST (written before broken is set):
+	 * the costly write that took the user over its budget (cost_ns, one
+	 * write), its costly writes in a row and lately (budget.h). Or,
+	 * cost_share set: it wanted more than its share for too long
+	 * (fair-share.h); cost_ns and cost_writes: its writes meanwhile. */
+	uint64_t cost_ns;
+	uint32_t cost_writes, cost_streak, cost_lately;
 	uint8_t cost_share;
 	struct latency_hist done_hist; /* arm -> done of its completions (metrics) */
 	uint32_t nlinked;           /* its slots in an import list, on either side */

@@ -252,17 +252,15 @@ static void drop_if_broken(struct session *s, void *arg)
 				      " (its writes wanted more than their share of every pass"
 				      " for %llu s: %u writes, %llu us each on average)",
 				      (unsigned long long)(FAIR_SHARE_DROP_NS / 1000000000u),
-				      s->scan->cost_pass_writes,
-				      (unsigned long long)(s->scan->cost_pass_ns / 1000 /
-							   (s->scan->cost_pass_writes
-								    ? s->scan->cost_pass_writes
-								    : 1)));
+				      s->scan->cost_writes,
+				      (unsigned long long)(s->scan->cost_ns / 1000 /
+							   (s->scan->cost_writes ? s->scan->cost_writes
+										 : 1)));
 	else if (why == BROKEN_COST && n < sizeof(line))
 		n += (size_t)snprintf(line + n, sizeof(line) - n,
-				      " (%u writes cost %llu us of CPU in one pass; costly passes:"
+				      " (its last costly write cost %llu us of CPU; costly writes:"
 				      " %u in a row, %u in %llu ms)",
-				      s->scan->cost_pass_writes,
-				      (unsigned long long)(s->scan->cost_pass_ns / 1000),
+				      (unsigned long long)(s->scan->cost_ns / 1000),
 				      s->scan->cost_streak, s->scan->cost_lately,
 				      (unsigned long long)(WRITE_BUDGET_OFTEN_NS / 1000000));
 	if (ms && n < sizeof(line))
