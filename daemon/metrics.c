@@ -63,31 +63,12 @@ static const struct drop_table_entry *drop_find(const struct drop_table *t, uid_
 	return NULL;
 }
 
-/* Why the scanner stopped serving a client, as a drop reason. */
-static enum cuflag_drop_reason broken_reason(int broken)
-{
-	switch (broken) {
-	case BROKEN_QUEUE:
-		return CUFLAG_DROP_QUEUE;
-	case BROKEN_STALL:
-		return CUFLAG_DROP_STALL;
-	case BROKEN_FULL:
-		return CUFLAG_DROP_FULL;
-	case BROKEN_COST:
-		return CUFLAG_DROP_COST;
-	case BROKEN_WATCH:
-		return CUFLAG_DROP_WATCH;
-	default:
-		return CUFLAG_DROP_PROTOCOL;
-	}
-}
-
 static enum cuflag_drop_reason drop_reason(const struct session *s, int err)
 {
 	int broken = s->scan ? atomic_load(&s->scan->broken) : BROKEN_NONE;
 
 	if (broken)
-		return broken_reason(broken);
+		return broken_kind(broken)->drop;
 	if (!s->scan && err == -ETIMEDOUT)
 		return CUFLAG_DROP_HELLO_TIMEOUT;
 	return CUFLAG_DROP_PROTOCOL;

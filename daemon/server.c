@@ -219,20 +219,9 @@ static void on_accept(struct server *srv)
 	}
 }
 
-/* What the scanner found a client doing, for the log. */
-static const char *const broken_why[] = {
-	[BROKEN_QUEUE] = "arm queue corrupted",
-	[BROKEN_STALL] = "eventfd made to block a write",
-	[BROKEN_FULL] = "eventfd made unwritable (its counter full)",
-	[BROKEN_COST] = "eventfd writes cost more than write-budget-us (epoll watchers)",
-	[BROKEN_WATCH] = "its wake eventfd cannot be watched",
-};
-
-/* Drop the clients the scanner stopped serving (it marks them broken). One
- * that made every other client wait (a write it made block, writes over its
- * user's budget) can set that up again on every new connection: its user's
- * new clients are refused a while (penalty.h); one that only broke itself (a
- * corrupted queue, a full counter) is just dropped. One line says both. */
+/* Drop the clients the scanner stopped serving (it marks them broken),
+ * cooling their user down where the reason says so (broken.h): one line
+ * says both. */
 static void drop_if_broken(struct session *s, void *arg)
 {
 	struct server *srv = arg;
@@ -242,11 +231,11 @@ static void drop_if_broken(struct session *s, void *arg)
 
 	if (!why)
 		return;
-	if (why == BROKEN_STALL || why == BROKEN_COST)
+	if (broken_kind(why)->penalised)
 		ms = penalty_strike(&srv->penalties, s->uid, cuflag_now_ms());
 	if (ms)
 		metrics_on_cooldown(srv, s);
-	size_t n = (size_t)snprintf(line, sizeof(line), "%s", broken_why[why]);
+	size_t n = (size_t)snprintf(line, sizeof(line), "%s", broken_kind(why)->text);
 	if (why == BROKEN_COST && s->scan->cost_share && n < sizeof(line))
 		n += (size_t)snprintf(line + n, sizeof(line) - n,
 				      " (its writes wanted more than their share of every pass"

@@ -22,7 +22,7 @@
  *   of FAIR_SHARE_DROP_WRITE_NS or more on average is dropped too
  *   (BROKEN_COST with cost_share set: decided where the pass carries it,
  *   scanner.c carried()).
- * What a user is dropped for then costs it a cool-down (penalty.h).
+ * What each reason means for the client and its user: broken.h.
  */
 #ifndef CUFLAGD_WRITE_POLICE_H
 #define CUFLAGD_WRITE_POLICE_H
@@ -32,19 +32,10 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "broken.h"
 #include "budget.h"
 
 struct scanner_user;
-
-/* Why the scanner stopped serving a client (0: it serves it). */
-enum scanner_broken {
-	BROKEN_NONE = 0,
-	BROKEN_QUEUE,  /* the arm queue indices are impossible */
-	BROKEN_STALL,  /* a write to one of its eventfds blocked and was cut */
-	BROKEN_FULL,   /* one of its eventfds was full (or would have blocked) */
-	BROKEN_COST,   /* its writes cost more than its user's write budget */
-	BROKEN_WATCH,  /* the daemon could not watch its wake eventfd */
-};
 
 #define WRITE_TICK_NS 2000000u
 #define WRITE_STALL_NS (50u * 1000000u) /* the backstop's patience */
