@@ -92,10 +92,10 @@ static uint64_t long_wait_end(const struct idle_state *st, uint64_t now_ns, uint
 	return at - now_ns > early ? at - early : at;
 }
 
-/* Wait until at: spin if it is too close, nap if no arm made meanwhile can
- * be due before it, else sleep (no longer than the backstop). */
-static struct idle_decision wait_until(const struct idle_cfg *cfg, const struct idle_state *st,
-				       uint64_t now_ns, uint64_t at, uint64_t lead_ns)
+/* How to wait until at: spin if it is too close, nap if no arm made
+ * meanwhile can be due before it, else sleep (no longer than the backstop). */
+static struct idle_decision plan_wait(const struct idle_cfg *cfg, const struct idle_state *st,
+				      uint64_t now_ns, uint64_t at, uint64_t lead_ns)
 {
 	/* Not worth a wake-up: what of it would be asleep, less the timer's
 	 * lateness, is too short (100k/s: 10 us apart, a timer 6 us late;
@@ -136,7 +136,7 @@ static struct idle_decision nap_through_arm(const struct idle_cfg *cfg,
 	     * the park the arm would end. */
 	    expect + st->low_ns - margin > now_ns + cfg->backstop_ns)
 		return act(IDLE_SPIN, 0);
-	d = wait_until(cfg, st, now_ns, expect + st->low_ns - margin, lead_ns);
+	d = plan_wait(cfg, st, now_ns, expect + st->low_ns - margin, lead_ns);
 	return d.action == IDLE_SPIN ? d : act(IDLE_NAP, d.until_ns);
 }
 
@@ -177,7 +177,7 @@ static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle
 		return act(IDLE_PARK, 0);
 	if (expect > now_ns + lead_ns + 2 * st->gap_dev_ns) {
 		struct idle_decision d =
-			wait_until(cfg, st, now_ns, expect - lead_ns - 2 * st->gap_dev_ns, lead_ns);
+			plan_wait(cfg, st, now_ns, expect - lead_ns - 2 * st->gap_dev_ns, lead_ns);
 		/* Only a nap is worth it here: a sleep would cost the arm a
 		 * wake anyway, as a park does, and a park costs no timer. */
 		return d.action == IDLE_SLEEP ? act(IDLE_PARK, 0) : d;
@@ -199,7 +199,7 @@ struct idle_decision idle_decide(const struct idle_cfg *cfg, struct idle_state *
 	if (progress)
 		return act(IDLE_SPIN, 0);
 	d = !npending ? decide_empty(cfg, st, now_ns, spun, lead_ns)
-		      : wait_until(cfg, st, now_ns, look_at_ns, lead_ns);
+		      : plan_wait(cfg, st, now_ns, look_at_ns, lead_ns);
 	/* A wait ends the streak: what spin_ns bounds is spinning. */
 	if (d.action != IDLE_SPIN)
 		st->spin_since_ns = 0;

@@ -67,7 +67,7 @@ static int park_wait(struct scanner *sc, struct epoll_event *ev, int max, uint64
 
 /* Wait until woken or until deadline_ns (0: none); the write tick's
  * signal only interrupts the wait, which resumes. Returns events. */
-static int wait_until(struct scanner *sc, struct epoll_event *ev, int max, uint64_t deadline_ns)
+static int epoll_until(struct scanner *sc, struct epoll_event *ev, int max, uint64_t deadline_ns)
 {
 	for (;;) {
 		uint64_t now = deadline_ns ? cuflag_now_ns() : 0;
@@ -138,7 +138,7 @@ void scanner_block(struct scanner *sc, uint64_t deadline_ns)
 	 * signal it may take). */
 	if (!deadline_ns || deadline_ns - t0 > WRITE_TICK_NS)
 		police_tick(&sc->police, 0);
-	n = wait_until(sc, ev, 16, deadline_ns);
+	n = epoll_until(sc, ev, 16, deadline_ns);
 	police_tick(&sc->police, 1);
 	scanner_set_state(sc, CUFLAG_SCANNER_SPINNING);
 	t1 = cuflag_now_ns();

@@ -115,7 +115,7 @@ void pending_add_at(struct scanner *sc, struct scanner_slot *s, uint64_t arm_ns)
 	 * own clock since the pass before (an arm waits in its queue through a
 	 * nap, up to a backstop; counted from when the scanner took it, steady
 	 * 500 us work read as tens of us). */
-	if (sc->t.metrics)
+	if (sc->cfg.metrics)
 		atomic_store_explicit(&s->armed_at_ns, arm_ns, memory_order_relaxed);
 	/* Hot: it may land soon. */
 	hot_add(sc, s);

@@ -29,7 +29,7 @@ struct cold_entry {
 struct scanner {
 	pthread_t thread;
 	struct cuflag_daemon_page *dpage;
-	struct scanner_config t;
+	struct scanner_config cfg;
 
 	/* The mailbox (scanner-mailbox.c). */
 	pthread_mutex_t lock;

@@ -74,9 +74,9 @@ int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32
 	if (!sc)
 		return -ENOMEM;
 	sc->dpage = dpage;
-	sc->t = *cfg;
-	if (!sc->t.share_quantum_ns)
-		sc->t.share_quantum_ns = FAIR_SHARE_QUANTUM_NS;
+	sc->cfg = *cfg;
+	if (!sc->cfg.share_quantum_ns)
+		sc->cfg.share_quantum_ns = FAIR_SHARE_QUANTUM_NS;
 	sc->few_cpus = sysconf(_SC_NPROCESSORS_ONLN) <= 4;
 	sc->max_sessions = max_sessions;
 	sc->max_pending = max_slots;

@@ -31,7 +31,7 @@ void scanner_get_stats(struct scanner *sc, struct scanner_stats *st)
 	st->bad_arms = load(&sc->bad_arms);
 	st->state = atomic_load_explicit((_Atomic uint32_t *)&sc->dpage->scanner_state,
 					 memory_order_relaxed);
-	st->mode = (uint32_t)sc->t.idle.mode;
+	st->mode = (uint32_t)sc->cfg.idle.mode;
 	st->wakeups = load(&sc->wakeups);
 	st->sleeps = load(&sc->sleeps);
 	st->parked_ns = load(&sc->parked_ns);

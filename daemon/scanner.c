@@ -167,7 +167,7 @@ void ring_push(struct scanner *sc, struct scanner_slot *s)
  * writes wait for the next pass, which comes at once. */
 static int may_write(struct scanner *sc, struct scanner_user *u)
 {
-	if (share_may_write(&u->share, sc->pass_no, (int64_t)sc->t.share_quantum_ns))
+	if (share_may_write(&u->share, sc->pass_no, (int64_t)sc->cfg.share_quantum_ns))
 		return 1;
 	sc->deferred = 1;
 	return 0;
@@ -177,7 +177,7 @@ enum scanner_broken efd_write(struct scanner *sc, struct scanner_session *ss, in
 {
 	struct scanner_user *u = ss->user;
 	uint64_t cost;
-	enum scanner_broken why = police_write(&sc->police, u, efd, v, &sc->t.budget, &cost);
+	enum scanner_broken why = police_write(&sc->police, u, efd, v, &sc->cfg.budget, &cost);
 
 	share_charge(&u->share, cost);
 	if (why == BROKEN_COST) {
@@ -192,7 +192,7 @@ enum scanner_broken efd_write(struct scanner *sc, struct scanner_session *ss, in
 
 /* A write of ss's was carried: drop it where its user has wanted more than
  * its share, with costly writes, for too long (fair-share.h). */
-static void carried(struct scanner *sc, struct scanner_session *ss)
+static void drop_if_over_share(struct scanner *sc, struct scanner_session *ss)
 {
 	struct fair_share *f = &ss->user->share;
 
@@ -220,7 +220,7 @@ static void ring_groups(struct scanner *sc)
 			continue;
 		}
 		if (!may_write(sc, g->sess->user)) {
-			carried(sc, g->sess);
+			drop_if_over_share(sc, g->sess);
 			sc->rang[kept++] = g;
 			continue;
 		}
@@ -257,7 +257,7 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	/* Seen before the doorbell too: a woken client may run before the
 	 * scanner does again, and its arm -> done must not exceed the one the
 	 * client saw (the clock is read once a pass). */
-	uint64_t seen = sc->t.metrics ? lhist_clock(&sc->seen_now) : 0;
+	uint64_t seen = sc->cfg.metrics ? lhist_clock(&sc->seen_now) : 0;
 
 	/* Before the doorbell: a daemon killed right after it has recorded
 	 * what it rang, and its successor counts nothing twice (the client
@@ -267,7 +267,7 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	/* Counted before the doorbell as well: a client it wakes may ask for
 	 * its metrics before the scanner runs again. */
 	lhist_add(&s->sess->n_done, due);
-	if (sc->t.metrics)
+	if (sc->cfg.metrics)
 		lhist_slot_done(&s->sess->done_hist, &s->armed_at_ns, seen, due);
 	if (s->group)
 		ring_push(sc, s);
@@ -278,7 +278,7 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 		atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
 		if (s->imp_first)
 			import_fanout(sc, s);
-		if (sc->t.idle.mode == SCANNER_ADAPTIVE)
+		if (sc->cfg.idle.mode == SCANNER_ADAPTIVE)
 			learn_completion(sc, s);
 		else /* awaited from now: how long, the sweep asks */
 			predict_completed_unseen(&s->timing, sc->now);
@@ -329,7 +329,7 @@ static int scan_slot(struct scanner *sc, struct scanner_slot *s, uint64_t lead,
 	uint32_t due = cuflag_tl_due(f, s->armed, s->signalled);
 	if (due) {
 		if (!s->group && !may_write(sc, s->sess->user)) {
-			carried(sc, s->sess);
+			drop_if_over_share(sc, s->sess);
 			return 0; /* next pass, which comes at once */
 		}
 		enum scanner_broken why = signal_slot(sc, s, due);
@@ -346,8 +346,8 @@ static int scan_slot(struct scanner *sc, struct scanner_slot *s, uint64_t lead,
 	}
 	if (go_cold(sc, s, f))
 		return 1;
-	if (sc->t.idle.mode == SCANNER_ADAPTIVE) {
-		uint64_t at = predict_look_at(&s->timing, sc->now, lead, sc->t.idle.backstop_ns);
+	if (sc->cfg.idle.mode == SCANNER_ADAPTIVE) {
+		uint64_t at = predict_look_at(&s->timing, sc->now, lead, sc->cfg.idle.backstop_ns);
 		if (at < sc->look_at)
 			sc->look_at = at;
 	}
@@ -448,7 +448,7 @@ static int pass(struct scanner *sc)
  * cost"). The spinning scanner keeps its CPU: that is what it is for. */
 static void spin_once(struct scanner *sc)
 {
-	if (sc->few_cpus && sc->t.idle.mode == SCANNER_ADAPTIVE)
+	if (sc->few_cpus && sc->cfg.idle.mode == SCANNER_ADAPTIVE)
 		sched_yield();
 	else
 		cuflag_cpu_relax();
@@ -461,7 +461,7 @@ void *scanner_main(void *arg)
 	police_start(&sc->police);
 	/* Timers to the microsecond: a sleep that ends 50 us late (the
 	 * default slack) would be a late wake. */
-	if (sc->t.idle.mode == SCANNER_ADAPTIVE && prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0) < 0)
+	if (sc->cfg.idle.mode == SCANNER_ADAPTIVE && prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0) < 0)
 		log_warn("scanner: cannot set the timer slack: %s", strerror(errno));
 	sc->now = cuflag_now_ns();
 	while (!atomic_load_explicit(&sc->stop, memory_order_relaxed)) {
@@ -473,7 +473,7 @@ void *scanner_main(void *arg)
 			continue;
 		}
 		progress = pass(sc);
-		d = idle_decide(&sc->t.idle, &sc->idle, sc->now, pending_count(sc), progress,
+		d = idle_decide(&sc->cfg.idle, &sc->idle, sc->now, pending_count(sc), progress,
 				sc->look_at, sc->lead);
 		if (d.action == IDLE_SPIN)
 			spin_once(sc);
