@@ -18,14 +18,36 @@
 
 /* Scanner side ----------------------------------------------------- */
 
+/* What applying c costs a pass, in slot commands: a session's end walks
+ * every slot it has pending (scanner-cmds.c del_session). */
+static unsigned cmd_weight(const struct scanner_cmd *c)
+{
+	return c->op == SCAN_DEL_SESSION ? MAILBOX_BATCH : 1;
+}
+
 struct scanner_cmd *mailbox_take(struct scanner *sc)
 {
-	struct scanner_cmd *list;
+	struct scanner_cmd *list, *last;
+	unsigned n;
 
 	pthread_mutex_lock(&sc->lock);
-	list = sc->cmd_head;
-	sc->cmd_head = sc->cmd_tail = NULL;
-	atomic_store_explicit(&sc->cmd_pending, 0, memory_order_release);
+	list = last = sc->cmd_head;
+	n = last ? cmd_weight(last) : 0;
+	/* At most MAILBOX_BATCH's worth a pass: 65 536 slots freed at once
+	 * made one pass that every other client's wake waited for. The rest
+	 * stay here, in order, cmd_pending still set (the next pass comes at
+	 * once, and arms for slots not handed over yet wait for them). */
+	while (last && last->next && n + cmd_weight(last->next) <= MAILBOX_BATCH) {
+		last = last->next;
+		n += cmd_weight(last);
+	}
+	if (last && last->next) {
+		sc->cmd_head = last->next;
+		last->next = NULL;
+	} else {
+		sc->cmd_head = sc->cmd_tail = NULL;
+		atomic_store_explicit(&sc->cmd_pending, 0, memory_order_release);
+	}
 	pthread_mutex_unlock(&sc->lock);
 	return list;
 }
@@ -42,15 +64,23 @@ void mailbox_tell_main(struct scanner *sc)
 
 void mailbox_done(struct scanner *sc, struct scanner_cmd *c)
 {
+	int first;
+
 	c->next = NULL;
 	pthread_mutex_lock(&sc->lock);
+	first = !sc->done_tail;
 	if (sc->done_tail)
 		sc->done_tail->next = c;
 	else
 		sc->done_head = c;
 	sc->done_tail = c;
 	pthread_mutex_unlock(&sc->lock);
-	mailbox_tell_main(sc);
+	/* One ring for a list: the main loop drains the eventfd before it
+	 * takes the list (scanner_take_done), so a list it has not taken yet
+	 * was rung for (16 384 slots retiring at once made as many system
+	 * calls in one pass). */
+	if (first)
+		mailbox_tell_main(sc);
 }
 
 /* Main-thread side ------------------------------------------------- */

@@ -93,7 +93,9 @@ struct scanner {
 	_Atomic uint64_t broken; /* clients found broken */
 };
 
-/* scanner-mailbox.c */
+/* scanner-mailbox.c: mailbox_take takes the oldest commands, at most
+ * MAILBOX_BATCH (a pass's worth). */
+#define MAILBOX_BATCH 512u
 struct scanner_cmd *mailbox_take(struct scanner *sc);
 void mailbox_done(struct scanner *sc, struct scanner_cmd *c);
 void mailbox_tell_main(struct scanner *sc);
