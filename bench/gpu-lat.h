@@ -60,6 +60,11 @@ int gm_enqueue(struct gmech_state *m, CUstream s, uint32_t *want);
 int gm_wait(struct gmech_state *m, uint32_t want);
 int gm_after(struct gmech_state *m);
 
+/* Give up a sample: open gate g (its kernel ends) and drain the stream. */
+void gpu_gate_abandon(struct gpu_lat *L, uint32_t g);
+/* Have the opener open gate g delay_ns from now, reading t0 just before. */
+void gpu_gate_open_after(struct gpu_lat *L, uint32_t g, uint64_t delay_ns);
+
 /* One sample of m: the gate opens delay_ns after the waiter starts to
  * wait; *us from the gate opening to the waiter running. 0 or -1. */
 int gpu_lat_sample(struct gpu_lat *L, struct gmech_state *m, uint64_t delay_ns, double *us);

@@ -205,13 +205,10 @@ static int xsample(struct xproc *x, int k, uint64_t delay_ns, double *us)
 	if (rc || send(x->sock, &cmd, sizeof(cmd), MSG_NOSIGNAL) != (ssize_t)sizeof(cmd) ||
 	    recv_ans(x, &a) || !a.ready || a.rc) {
 		bench_lat_fail(row, "producer or consumer failed to enqueue (%d, %d)", rc, a.rc);
-		__atomic_store_n(&L->host[0], g, __ATOMIC_RELEASE);
-		cu.cuStreamSynchronize(L->stream);
+		gpu_gate_abandon(L, g);
 		return -1;
 	}
-	atomic_store(&L->op.t0, 0);
-	atomic_store(&L->op.delay_ns, delay_ns);
-	atomic_store_explicit(&L->op.go, g, memory_order_release);
+	gpu_gate_open_after(L, g, delay_ns);
 	if (k >= X_GPU_CUFLAG)
 		rc = spin_word(&x->page[DONE_WORD], g, &t1);
 	if (recv_ans(x, &a) || a.ready || a.rc || rc) {

@@ -243,6 +243,21 @@ int gm_after(struct gmech_state *m)
 	}
 }
 
+/* Give up a sample: open the gate its kernel waits on and drain the stream. */
+void gpu_gate_abandon(struct gpu_lat *L, uint32_t g)
+{
+	__atomic_store_n(&L->host[0], g, __ATOMIC_RELEASE);
+	cu.cuStreamSynchronize(L->stream);
+}
+
+/* Have the opener open gate g delay_ns from now, reading t0 just before. */
+void gpu_gate_open_after(struct gpu_lat *L, uint32_t g, uint64_t delay_ns)
+{
+	atomic_store(&L->op.t0, 0);
+	atomic_store(&L->op.delay_ns, delay_ns);
+	atomic_store_explicit(&L->op.go, g, memory_order_release);
+}
+
 int gpu_lat_sample(struct gpu_lat *L, struct gmech_state *m, uint64_t delay_ns, double *us)
 {
 	CUdeviceptr gate_dptr = L->dptr;
@@ -260,16 +275,12 @@ int gpu_lat_sample(struct gpu_lat *L, struct gmech_state *m, uint64_t delay_ns, 
 		return -1;
 	}
 	if (gm_enqueue(m, L->stream, &want)) {
-		__atomic_store_n(&L->host[0], g, __ATOMIC_RELEASE);
-		cu.cuStreamSynchronize(L->stream);
+		gpu_gate_abandon(L, g);
 		return -1;
 	}
-	atomic_store(&L->op.t0, 0);
-	atomic_store(&L->op.delay_ns, delay_ns);
-	atomic_store_explicit(&L->op.go, g, memory_order_release);
+	gpu_gate_open_after(L, g, delay_ns);
 	if (gm_wait(m, want)) {
-		__atomic_store_n(&L->host[0], g, __ATOMIC_RELEASE);
-		cu.cuStreamSynchronize(L->stream);
+		gpu_gate_abandon(L, g);
 		return -1;
 	}
 	t1 = cuflag_now_ns();
