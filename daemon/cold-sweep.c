@@ -68,21 +68,6 @@ struct cold_slice cold_plan(struct cold_sweep *sw, uint64_t ncold, uint64_t now_
 	return sl;
 }
 
-enum cold_reason cold_should_go(uint64_t now_ns, uint64_t since_ns, uint64_t due_ns,
-				uint64_t spread_ns, uint32_t user_hot, uint32_t busy_users)
-{
-	if (user_hot > COLD_HOT_PER_USER && busy_users > 1)
-		return COLD_CROWDED;
-	if (due_ns > now_ns + COLD_AFTER_NS)
-		return COLD_AHEAD;
-	if (now_ns - since_ns < COLD_AFTER_NS)
-		return COLD_STAY_HOT;
-	/* Awaited long: hot still while its predicted completion is to come
-	 * or within its spread (the predictor looks for it then); past that,
-	 * or unknown, cold. */
-	return due_ns && due_ns + spread_ns >= now_ns ? COLD_STAY_HOT : COLD_AGED;
-}
-
 uint64_t cold_wake_at(enum cold_reason why, uint64_t due_ns)
 {
 	switch (why) {
