@@ -38,7 +38,7 @@
 #include "cpu-relax.h"
 #include "cuflag/cuflag.h"
 #include "cuflag/cuflag_cuda.h"
-#include "gpu.h"
+#include "gpu-devsig.h"
 
 /*
  * cuflag_devsig_answer(gate, out, base, n, timeout_ns): for i = 1 .. n, spin

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpu-lat.h"
+#include "gpu-paced.h"
 #include "proc-cpu.h"
 
 #define PACED_RUN_NS 500000000ull

@@ -23,9 +23,10 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cu.h"
 #include "cuflag/cuflag.h"
 #include "cuflag/cuflag_cuda.h"
-#include "gpu.h"
+#include "gpu-tput.h"
 
 #define READY_FD 3
 #define GO_FD 4

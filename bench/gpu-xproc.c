@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Completions across processes, timed by the gate method (gpu.c): this
+ * Completions across processes, timed by the gate method (gpu-gate.c): this
  * process's stream runs the gate kernel, then the producer's mechanism; a
  * consumer process (this program again, --xproc-consumer) waits for it.
  *
@@ -29,7 +29,7 @@
 #include "cpu-relax.h"
 #include "cuflag/cuflag_cuda.h"
 #include "fdpass.h"
-#include "gpu-lat.h"
+#include "gpu-xproc.h"
 
 enum xmech { X_CUFLAGD, X_IPC_EVENT, X_POLL, X_GPU_CUFLAG, X_GPU_EVENT, X_COUNT };
 static const char *const xnames[X_COUNT] = {
@@ -182,16 +182,12 @@ static int xsample(struct xproc *x, int k, uint64_t delay_ns, double *us)
 {
 	struct gpu_lat *L = x->L;
 	struct bench_lat *row = x->row[k];
-	CUdeviceptr gate_dptr = L->dptr;
-	uint32_t g = ++L->gate_seq, want = 0;
-	uint64_t timeout = GATE_TIMEOUT_NS, t0, t1 = 0, n;
-	void *args[] = { &gate_dptr, &g, &timeout };
+	uint32_t g, want = 0;
+	uint64_t t0, t1 = 0, n;
 	struct xans a;
 	int rc = 0;
 
-	if (g == 0)
-		g = ++L->gate_seq;
-	if (cu.cuLaunchKernel(L->dev.gate, 1, 1, 1, 1, 1, 1, 0, L->stream, args, NULL)) {
+	if (gpu_gate_launch(L, &g) != CUDA_SUCCESS) {
 		bench_lat_fail(row, "gate kernel launch failed");
 		return -1;
 	}

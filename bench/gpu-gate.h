@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The gate method's parts (gpu.c), for the rows that time the same
- * mechanisms another way (gpu-paced.c): each mechanism enqueued behind a
- * gate kernel, waited for, and drained the same way everywhere.
+ * The gate method (gpu-gate.c), for every row that times a wake on the GPU
+ * (gpu.c, gpu-paced.c, gpu-xproc.c): each mechanism enqueued behind a gate
+ * kernel, waited for, and drained the same way everywhere.
  */
-#ifndef CUFLAG_BENCH_GPU_LAT_H
-#define CUFLAG_BENCH_GPU_LAT_H
+#ifndef CUFLAG_BENCH_GPU_GATE_H
+#define CUFLAG_BENCH_GPU_GATE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,7 +13,7 @@
 
 #include "bench.h"
 #include "cuflag/cuflag.h"
-#include "gpu.h"
+#include "cu.h"
 
 enum gmech {
 	G_SPIN, G_HOSTFN, G_EVBLOCK, G_EVSPIN, G_INPROC, G_CUFLAGD, G_CUFLAGD_SPIN, G_GROUP,
@@ -54,12 +54,17 @@ struct gpu_lat {
 	cuflag_client *client;
 };
 
-/* Enqueue m behind the gate kernel (*want: what to wait for), wait for it,
- * drain what the wake left; 0 or -1 (m->row failed). */
-int gm_enqueue(struct gmech_state *m, CUstream s, uint32_t *want);
-int gm_wait(struct gmech_state *m, uint32_t want);
-int gm_after(struct gmech_state *m);
+/* The mechanisms' rows (spin-floor ... cuflagd-group, added to r), the gate
+ * page, the stream, the opener thread, a client of the daemon at sock. A
+ * mechanism that cannot be set up fails its row only. 0, or -1 when nothing
+ * can be timed; gpu_lat_close() either way. */
+int gpu_lat_open(struct gpu_lat *L, const struct bench_opts *o, struct bench_report *r,
+		 const char *sock);
+void gpu_lat_close(struct gpu_lat *L);
 
+/* Launch the next gate kernel on L->stream; *g: the gate value that opens
+ * it. The driver's result. */
+CUresult gpu_gate_launch(struct gpu_lat *L, uint32_t *g);
 /* Give up a sample: open gate g (its kernel ends) and drain the stream. */
 void gpu_gate_abandon(struct gpu_lat *L, uint32_t g);
 /* Have the opener open gate g delay_ns from now, reading t0 just before. */
@@ -68,18 +73,5 @@ void gpu_gate_open_after(struct gpu_lat *L, uint32_t g, uint64_t delay_ns);
 /* One sample of m: the gate opens delay_ns after the waiter starts to
  * wait; *us from the gate opening to the waiter running. 0 or -1. */
 int gpu_lat_sample(struct gpu_lat *L, struct gmech_state *m, uint64_t delay_ns, double *us);
-
-/* gpu-paced.c: CPU per completion of each mechanism at paced rates, one
- * 20 us piece of work a period; rows paced-MECH-RATE and their CPU. d: the
- * default daemon (a spinning one is started beside it). 0 or -1. */
-int gpu_paced(const struct bench_opts *o, struct bench_report *r, struct gpu_lat *L,
-	      const struct daemon_proc *d);
-
-/* gpu-xproc.c: completions across processes, a consumer process waiting
- * for this one's stream: a blocked host wake (an exported slot, a CUDA IPC
- * event, a polled word) and a stream's wait on the GPU (cuflag_cuda_wait,
- * cuStreamWaitEvent on the IPC event), with their ratios. 0 or -1. */
-int gpu_xproc(const struct bench_opts *o, struct bench_report *r, struct gpu_lat *L,
-	      const struct daemon_proc *d);
 
 #endif
