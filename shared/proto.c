@@ -57,15 +57,17 @@ static int check_id_batch(const unsigned char *body, size_t blen, const char *ba
 	return 0;
 }
 
-/* One check per request type: the body (blen bytes) and the fds that came. */
-struct req_body {
+/* What a check reads of a message: its type, the body after the header
+ * (blen bytes) and the fds that came with it. */
+struct msg_body {
 	uint16_t type;
 	const unsigned char *body;
 	size_t blen;
 	unsigned nfds;
 };
 
-static int check_hello(const struct req_body *q, const char **reason)
+/* One check per request type. */
+static int check_hello(const struct msg_body *q, const char **reason)
 {
 	struct cuflag_msg_hello m;
 
@@ -79,7 +81,7 @@ static int check_hello(const struct req_body *q, const char **reason)
 	return 0;
 }
 
-static int check_alloc(const struct req_body *q, const char **reason)
+static int check_alloc(const struct msg_body *q, const char **reason)
 {
 	struct cuflag_msg_alloc m;
 
@@ -91,7 +93,7 @@ static int check_alloc(const struct req_body *q, const char **reason)
 	return 0; /* m.group: the daemon checks it names a group made */
 }
 
-static int check_free(const struct req_body *q, const char **reason)
+static int check_free(const struct msg_body *q, const char **reason)
 {
 	uint32_t count, reserved;
 
@@ -102,7 +104,7 @@ static int check_free(const struct req_body *q, const char **reason)
 			      "FREE: length does not match count", &count, &reserved, reason);
 }
 
-static int check_bind(const struct req_body *q, const char **reason)
+static int check_bind(const struct msg_body *q, const char **reason)
 {
 	struct cuflag_msg_bind m;
 
@@ -116,14 +118,14 @@ static int check_bind(const struct req_body *q, const char **reason)
 	return 0;
 }
 
-static int check_query(const struct req_body *q, const char **reason)
+static int check_query(const struct msg_body *q, const char **reason)
 {
 	if (q->blen || q->nfds)
 		FAIL(-EBADMSG, "query with a body or fds");
 	return 0;
 }
 
-static int check_attach(const struct req_body *q, const char **reason)
+static int check_attach(const struct msg_body *q, const char **reason)
 {
 	struct cuflag_msg_attach m;
 
@@ -137,7 +139,7 @@ static int check_attach(const struct req_body *q, const char **reason)
 	return 0;
 }
 
-static int check_adopt(const struct req_body *q, const char **reason)
+static int check_adopt(const struct msg_body *q, const char **reason)
 {
 	uint32_t count, group;
 	int rc = check_id_batch(q->body, q->blen, "ADOPT: too short", NULL,
@@ -151,7 +153,7 @@ static int check_adopt(const struct req_body *q, const char **reason)
 	return 0;
 }
 
-static int check_group(const struct req_body *q, const char **reason)
+static int check_group(const struct msg_body *q, const char **reason)
 {
 	struct cuflag_msg_group m;
 
@@ -165,7 +167,7 @@ static int check_group(const struct req_body *q, const char **reason)
 	return 0;
 }
 
-static int check_metrics(const struct req_body *q, const char **reason)
+static int check_metrics(const struct msg_body *q, const char **reason)
 {
 	struct cuflag_msg_metrics m;
 
@@ -177,7 +179,7 @@ static int check_metrics(const struct req_body *q, const char **reason)
 	return 0;
 }
 
-static int check_export(const struct req_body *q, const char **reason)
+static int check_export(const struct msg_body *q, const char **reason)
 {
 	struct cuflag_msg_export m;
 
@@ -191,7 +193,7 @@ static int check_export(const struct req_body *q, const char **reason)
 	return 0;
 }
 
-static int check_import(const struct req_body *q, const char **reason)
+static int check_import(const struct msg_body *q, const char **reason)
 {
 	struct cuflag_msg_import m;
 
@@ -206,7 +208,7 @@ static int check_import(const struct req_body *q, const char **reason)
 	return 0; /* group and id: the daemon checks them against the client's */
 }
 
-static int (*const request_checks[CUFLAG_MSG_TYPE_END])(const struct req_body *q,
+static int (*const request_checks[CUFLAG_MSG_TYPE_END])(const struct msg_body *q,
 							   const char **reason) = {
 	[CUFLAG_MSG_HELLO] = check_hello,   [CUFLAG_MSG_ALLOC] = check_alloc,
 	[CUFLAG_MSG_FREE] = check_free,     [CUFLAG_MSG_BIND] = check_bind,
@@ -221,7 +223,7 @@ static int (*const request_checks[CUFLAG_MSG_TYPE_END])(const struct req_body *q
 int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char **reason)
 {
 	struct cuflag_msg_hdr h;
-	struct req_body q;
+	struct msg_body q;
 	int r = hdr_check(buf, len, nfds, &h, reason);
 
 	if (r)
@@ -230,17 +232,121 @@ int cuflag_request_check(const void *buf, size_t len, unsigned nfds, const char 
 		FAIL(-EINVAL, "request with a non-zero status");
 	if (h.type >= CUFLAG_MSG_TYPE_END || !request_checks[h.type])
 		FAIL(-EPROTO, "unknown message type");
-	q = (struct req_body){ .type = h.type, .body = (const unsigned char *)buf + sizeof(h),
+	q = (struct msg_body){ .type = h.type, .body = (const unsigned char *)buf + sizeof(h),
 			       .blen = len - sizeof(h), .nfds = nfds };
 	return request_checks[h.type](&q, reason);
 }
+
+/* A reply of size bytes with at most max_fds fds; why, if not. */
+static int reply_sized(const struct msg_body *q, size_t size, unsigned max_fds, const char *why,
+		       const char **reason)
+{
+	if (q->blen != size || q->nfds > max_fds)
+		FAIL(-EBADMSG, why);
+	return 0;
+}
+
+/* One check per reply type, of a success reply. */
+static int reply_hello(const struct msg_body *q, const char **reason)
+{
+	if (q->blen != sizeof(struct cuflag_msg_hello_reply))
+		FAIL(-EBADMSG, "HELLO reply: bad length");
+	if (q->nfds != 1)
+		FAIL(-EBADMSG, "HELLO reply: not exactly the daemon page");
+	return 0;
+}
+
+static int reply_alloc(const struct msg_body *q, const char **reason)
+{
+	uint32_t count;
+
+	if (q->blen < cuflag_alloc_reply_len(0))
+		FAIL(-EBADMSG, "ALLOC reply: too short");
+	memcpy(&count, q->body, 4);
+	if (count < 1 || count > CUFLAG_BATCH_MAX ||
+	    (uint64_t)q->blen != cuflag_alloc_reply_len(count) || (q->nfds != count && q->nfds))
+		FAIL(-EBADMSG, "ALLOC reply: count, length and fds disagree");
+	return 0;
+}
+
+static int reply_attach(const struct msg_body *q, const char **reason)
+{
+	/* With slab CUDA_IPC the flags allocation comes with it. */
+	return reply_sized(q, 0, 1, "ATTACH reply: a body or too many fds", reason);
+}
+
+/* FREE, BIND, ADOPT, GROUP, UNGROUP: the status says it all. */
+static int reply_empty(const struct msg_body *q, const char **reason)
+{
+	return reply_sized(q, 0, 0, "reply with an unexpected body", reason);
+}
+
+static int reply_stats(const struct msg_body *q, const char **reason)
+{
+	return reply_sized(q, sizeof(struct cuflag_msg_stats_reply), 0, "STATS reply: bad length",
+			   reason);
+}
+
+static int reply_clients(const struct msg_body *q, const char **reason)
+{
+	return reply_sized(q, sizeof(struct cuflag_msg_client_info), 0,
+			   "CLIENTS reply: bad length", reason);
+}
+
+static int reply_metrics(const struct msg_body *q, const char **reason)
+{
+	static const uint32_t size[CUFLAG_METRICS_KIND_END] = {
+		[CUFLAG_METRICS_END] = sizeof(struct cuflag_metrics_end),
+		[CUFLAG_METRICS_DAEMON] = sizeof(struct cuflag_metrics_daemon),
+		[CUFLAG_METRICS_USER] = sizeof(struct cuflag_metrics_user),
+		[CUFLAG_METRICS_CLIENT] = sizeof(struct cuflag_metrics_client),
+		[CUFLAG_METRICS_USER_TOTALS] = sizeof(struct cuflag_metrics_user_totals),
+		[CUFLAG_METRICS_PROCESS] = sizeof(struct cuflag_metrics_process),
+	};
+	uint32_t kind;
+
+	if (q->blen < sizeof(kind) || q->nfds)
+		FAIL(-EBADMSG, "METRICS reply: too short, or fds");
+	memcpy(&kind, q->body, sizeof(kind));
+	if (kind >= CUFLAG_METRICS_KIND_END || q->blen != size[kind])
+		FAIL(-EBADMSG, "METRICS reply: unknown kind, or bad length");
+	return 0;
+}
+
+static int reply_stuck(const struct msg_body *q, const char **reason)
+{
+	return reply_sized(q, sizeof(struct cuflag_msg_stuck_slot), 0, "STUCK reply: bad length",
+			   reason);
+}
+
+static int reply_export(const struct msg_body *q, const char **reason)
+{
+	return reply_sized(q, 0, 1, "EXPORT reply: a body or too many fds", reason);
+}
+
+static int reply_import(const struct msg_body *q, const char **reason)
+{
+	return reply_sized(q, sizeof(struct cuflag_slot_grant), 1,
+			   "IMPORT reply: bad length or too many fds", reason);
+}
+
+static int (*const reply_checks[CUFLAG_MSG_TYPE_END])(const struct msg_body *q,
+							 const char **reason) = {
+	[CUFLAG_MSG_HELLO] = reply_hello,     [CUFLAG_MSG_ALLOC] = reply_alloc,
+	[CUFLAG_MSG_FREE] = reply_empty,      [CUFLAG_MSG_BIND] = reply_empty,
+	[CUFLAG_MSG_STATS] = reply_stats,     [CUFLAG_MSG_CLIENTS] = reply_clients,
+	[CUFLAG_MSG_ATTACH] = reply_attach,   [CUFLAG_MSG_ADOPT] = reply_empty,
+	[CUFLAG_MSG_GROUP] = reply_empty,     [CUFLAG_MSG_UNGROUP] = reply_empty,
+	[CUFLAG_MSG_METRICS] = reply_metrics, [CUFLAG_MSG_STUCK] = reply_stuck,
+	[CUFLAG_MSG_EXPORT] = reply_export,
+	[CUFLAG_MSG_IMPORT] = reply_import,
+};
 
 int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expect_type,
 		       uint32_t expect_id, const char **reason)
 {
 	struct cuflag_msg_hdr h;
-	const unsigned char *body = (const unsigned char *)buf + sizeof(h);
-	size_t blen;
+	struct msg_body q;
 	int r = hdr_check(buf, len, nfds, &h, reason);
 
 	if (r)
@@ -249,85 +355,18 @@ int cuflag_reply_check(const void *buf, size_t len, unsigned nfds, uint16_t expe
 		FAIL(-EPROTO, "reply of an unexpected type");
 	if (h.req_id != expect_id)
 		FAIL(-EPROTO, "reply to another request");
-	blen = len - sizeof(h);
+	q = (struct msg_body){ .type = expect_type, .body = (const unsigned char *)buf + sizeof(h),
+			       .blen = len - sizeof(h), .nfds = nfds };
 	if (h.status > 0)
 		FAIL(-EPROTO, "reply with a positive status");
 	if (h.status < 0) {
-		if (nfds || blen > CUFLAG_REASON_MAX)
+		if (nfds || q.blen > CUFLAG_REASON_MAX)
 			FAIL(-EBADMSG, "error reply too long or with fds");
 		return 0;
 	}
-	switch (expect_type) {
-	case CUFLAG_MSG_HELLO: {
-		if (blen != sizeof(struct cuflag_msg_hello_reply))
-			FAIL(-EBADMSG, "HELLO reply: bad length");
-		if (nfds != 1)
-			FAIL(-EBADMSG, "HELLO reply: not exactly the daemon page");
-		return 0;
-	}
-	case CUFLAG_MSG_ALLOC: {
-		uint32_t count;
-		if (blen < cuflag_alloc_reply_len(0))
-			FAIL(-EBADMSG, "ALLOC reply: too short");
-		memcpy(&count, body, 4);
-		if (count < 1 || count > CUFLAG_BATCH_MAX ||
-		    (uint64_t)blen != cuflag_alloc_reply_len(count) || (nfds != count && nfds))
-			FAIL(-EBADMSG, "ALLOC reply: count, length and fds disagree");
-		return 0;
-	}
-	case CUFLAG_MSG_ATTACH:
-		/* With slab CUDA_IPC the flags allocation comes with it. */
-		if (blen || nfds > 1)
-			FAIL(-EBADMSG, "ATTACH reply: a body or too many fds");
-		return 0;
-	case CUFLAG_MSG_FREE:
-	case CUFLAG_MSG_BIND:
-	case CUFLAG_MSG_ADOPT:
-	case CUFLAG_MSG_GROUP:
-	case CUFLAG_MSG_UNGROUP:
-		if (blen || nfds)
-			FAIL(-EBADMSG, "reply with an unexpected body");
-		return 0;
-	case CUFLAG_MSG_STATS:
-		if (blen != sizeof(struct cuflag_msg_stats_reply) || nfds)
-			FAIL(-EBADMSG, "STATS reply: bad length");
-		return 0;
-	case CUFLAG_MSG_CLIENTS:
-		if (blen != sizeof(struct cuflag_msg_client_info) || nfds)
-			FAIL(-EBADMSG, "CLIENTS reply: bad length");
-		return 0;
-	case CUFLAG_MSG_METRICS: {
-		static const uint32_t size[CUFLAG_METRICS_KIND_END] = {
-			[CUFLAG_METRICS_END] = sizeof(struct cuflag_metrics_end),
-			[CUFLAG_METRICS_DAEMON] = sizeof(struct cuflag_metrics_daemon),
-			[CUFLAG_METRICS_USER] = sizeof(struct cuflag_metrics_user),
-			[CUFLAG_METRICS_CLIENT] = sizeof(struct cuflag_metrics_client),
-			[CUFLAG_METRICS_USER_TOTALS] = sizeof(struct cuflag_metrics_user_totals),
-			[CUFLAG_METRICS_PROCESS] = sizeof(struct cuflag_metrics_process),
-		};
-		uint32_t kind;
-		if (blen < sizeof(kind) || nfds)
-			FAIL(-EBADMSG, "METRICS reply: too short, or fds");
-		memcpy(&kind, body, sizeof(kind));
-		if (kind >= CUFLAG_METRICS_KIND_END || blen != size[kind])
-			FAIL(-EBADMSG, "METRICS reply: unknown kind, or bad length");
-		return 0;
-	}
-	case CUFLAG_MSG_STUCK:
-		if (blen != sizeof(struct cuflag_msg_stuck_slot) || nfds)
-			FAIL(-EBADMSG, "STUCK reply: bad length");
-		return 0;
-	case CUFLAG_MSG_EXPORT:
-		if (blen || nfds > 1)
-			FAIL(-EBADMSG, "EXPORT reply: a body or too many fds");
-		return 0;
-	case CUFLAG_MSG_IMPORT:
-		if (blen != sizeof(struct cuflag_slot_grant) || nfds > 1)
-			FAIL(-EBADMSG, "IMPORT reply: bad length or too many fds");
-		return 0;
-	default:
+	if (expect_type >= CUFLAG_MSG_TYPE_END || !reply_checks[expect_type])
 		FAIL(-EPROTO, "unknown message type");
-	}
+	return reply_checks[expect_type](&q, reason);
 }
 
 void cuflag_region_hdr_make(struct cuflag_region_hdr *h, const struct cuflag_region_layout *l)
