@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "gpu-paced.h"
 #include "proc-cpu.h"
 
@@ -43,24 +44,15 @@ static const struct paced_mech paced_mechs[] = {
 };
 static const unsigned paced_rates[] = { 1000, 10000 };
 
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	if (clock_gettime(id, &ts) < 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* CPU of this process but the opener's thread so far; of the daemon in *d. */
 static uint64_t cpu_now(const struct gpu_lat *L, pid_t daemon, uint64_t *d)
 {
 	clockid_t opener;
 	int64_t dn = daemon > 0 ? proc_cpu_ns(daemon) : 0;
-	uint64_t self = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	uint64_t self = cuflag_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 
 	if (pthread_getcpuclockid(L->op.thread, &opener) == 0)
-		self -= clock_ns(opener);
+		self -= cuflag_clock_ns(opener);
 	*d = (uint64_t)(dn > 0 ? dn : 0);
 	return self;
 }

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fd-util.h"
 #include "prom.h"
 #include "query.h"
@@ -48,14 +48,6 @@ struct conn {
 	size_t out_len, out_off;
 	char head[HEAD_MAX];
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 
 /* ---------------------------------------------------------------- */
 /* Listening                                                         */
@@ -178,7 +170,7 @@ static void respond(struct conn *c, const char *status, const char *type, const 
 		return;
 	}
 	c->out_off = 0;
-	c->deadline_ms = now_ms() + WRITE_TIMEOUT_MS;
+	c->deadline_ms = cuflag_now_ms() + WRITE_TIMEOUT_MS;
 }
 
 /* The metrics text of one look at the daemon: every request whose head
@@ -217,7 +209,7 @@ static void scrape_text_make(struct scrape_text *t, const char *socket_path)
 		prom_write(f, &m);
 		ctl_metrics_free(&m);
 	} else {
-		uint64_t now = now_ms();
+		uint64_t now = cuflag_now_ms();
 		/* At most one line a minute about a daemon that is away. */
 		if (!last_complaint_ms || now - last_complaint_ms >= 60000) {
 			fprintf(stderr, "cuflagctl: metrics: %s\n", c.why);
@@ -285,7 +277,7 @@ static void conn_write(struct conn *c)
 		if (n <= 0)
 			break;
 		c->out_off += (size_t)n;
-		c->since_ms = now_ms();
+		c->since_ms = cuflag_now_ms();
 	}
 	conn_close(c);
 }
@@ -339,7 +331,7 @@ static struct conn *room(struct conn *conns)
 	for (int i = 0; i < CONNS_MAX; i++)
 		if (conns[i].fd < 0)
 			return &conns[i];
-	c = idlest(conns, now_ms());
+	c = idlest(conns, cuflag_now_ms());
 	if (c)
 		conn_close(c);
 	return c;
@@ -374,7 +366,7 @@ static int take_one(int lfd, struct conn *conns, uint64_t *pause_until)
 	if (fd < 0) {
 		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 			fprintf(stderr, "cuflagctl: accept: %s\n", strerror(errno));
-			*pause_until = now_ms() + ACCEPT_PAUSE_MS;
+			*pause_until = cuflag_now_ms() + ACCEPT_PAUSE_MS;
 		}
 		return 0; /* EAGAIN, EINTR, ECONNABORTED and the like: nothing */
 	}
@@ -384,7 +376,7 @@ static int take_one(int lfd, struct conn *conns, uint64_t *pause_until)
 		return 0;
 	}
 	c->fd = fd;
-	c->since_ms = now_ms();
+	c->since_ms = cuflag_now_ms();
 	c->deadline_ms = c->since_ms + READ_TIMEOUT_MS;
 	c->len = 0;
 	c->head[0] = 0;
@@ -414,7 +406,7 @@ int exporter_run(const char *listen, const char *socket_path)
 	signal(SIGPIPE, SIG_IGN);
 	fprintf(stderr, "cuflagctl: serving /metrics on %s for %s\n", listen, socket_path);
 	for (;;) {
-		uint64_t now = now_ms(), next = now + 60000;
+		uint64_t now = cuflag_now_ms(), next = now + 60000;
 		nfds_t n = 0;
 		int listening = now >= pause_until && can_take(conns, now, &next);
 
@@ -453,7 +445,7 @@ int exporter_run(const char *listen, const char *socket_path)
 		}
 		scrape_text_clear(&text);
 		/* Late peers are let go (silent ones, and slow readers of the answer). */
-		now = now_ms();
+		now = cuflag_now_ms();
 		for (int i = 0; i < CONNS_MAX; i++)
 			if (conns[i].fd >= 0 && conns[i].deadline_ms <= now)
 				conn_close(&conns[i]);
@@ -461,6 +453,6 @@ int exporter_run(const char *listen, const char *socket_path)
 		 * is not kept waiting a turn for each of them. */
 		for (int k = 0; k < ACCEPT_BATCH && listening && (pfd[0].revents & POLLIN); k++)
 			listening = take_one(lfd, conns, &pause_until) &&
-				    can_take(conns, now_ms(), &next);
+				    can_take(conns, cuflag_now_ms(), &next);
 	}
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "query.h"
 
 #define REFRESH_MS 1000
@@ -39,13 +40,6 @@ static void on_quit(int sig)
 	quit = 1;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int take(const char *path, struct frame *f)
 {
 	struct ctl_conn c;
@@ -56,7 +50,7 @@ static int take(const char *path, struct frame *f)
 	if (rc)
 		fprintf(stderr, "cuflagctl: top: %s\n", c.why);
 	ctl_close(&c);
-	f->at_ns = now_ns();
+	f->at_ns = cuflag_now_ns();
 	return rc;
 }
 
@@ -259,7 +253,7 @@ static size_t term_cols(void)
 static int wait_key(int ms, int *ended)
 {
 	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
-	uint64_t t0 = now_ns(), spent;
+	uint64_t t0 = cuflag_now_ns(), spent;
 	struct timespec rest;
 	ssize_t n;
 	char ch;
@@ -274,7 +268,7 @@ static int wait_key(int ms, int *ended)
 			return quit;
 		*ended = 1;
 	}
-	spent = (now_ns() - t0) / 1000000u;
+	spent = (cuflag_now_ns() - t0) / 1000000u;
 	if (spent >= (uint64_t)ms)
 		return quit;
 	ms -= (int)spent;

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cuflag/cuflag.h"
 
 #define MAX_SLOTS 4096
@@ -37,13 +38,6 @@ struct soak {
 	_Atomic int failed;
 	uint64_t longest_gap_ms; /* the longest time nothing was counted, while running */
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void fail(struct soak *k, const char *what, int rc)
 {
@@ -122,7 +116,7 @@ static void *counter(void *arg)
 			return NULL;
 		}
 	}
-	uint64_t last = now_ms();
+	uint64_t last = cuflag_now_ms();
 
 	while (atomic_load(&k->stop) < 2) {
 		int timeout = 20, n;
@@ -131,7 +125,7 @@ static void *counter(void *arg)
 		if (cuflag_client_dispatch_timeout(k->c, &timeout) == 0 && (timeout < 0 || timeout > 20))
 			timeout = 20;
 		n = epoll_wait(ep, ev, 64, timeout);
-		now = now_ms();
+		now = cuflag_now_ms();
 		/* Its timeout ran out or its fd is readable: a step of the
 		 * library's own (a resume under way answers -EAGAIN). */
 		(void)cuflag_client_dispatch(k->c);
@@ -196,7 +190,8 @@ static int run_one(const char *sock, unsigned seconds, unsigned threads, unsigne
 	}
 	if (burst)
 		pthread_create(&bt, NULL, burster, &k);
-	for (uint64_t end = now_ms() + seconds * 1000u; now_ms() < end && !atomic_load(&k.failed);)
+	for (uint64_t end = cuflag_now_ms() + seconds * 1000u;
+	     cuflag_now_ms() < end && !atomic_load(&k.failed);)
 		usleep(10000);
 	atomic_store(&k.stop, 1);
 	for (unsigned i = 0; i < threads; i++)
@@ -204,7 +199,7 @@ static int run_one(const char *sock, unsigned seconds, unsigned threads, unsigne
 	if (burst)
 		pthread_join(bt, NULL);
 	/* Everything stored must be counted, once; allow a late restart. */
-	for (uint64_t end = now_ms() + 15000; now_ms() < end && !all_counted(&k) &&
+	for (uint64_t end = cuflag_now_ms() + 15000; cuflag_now_ms() < end && !all_counted(&k) &&
 					      !atomic_load(&k.failed);)
 		usleep(10000);
 	atomic_store(&k.stop, 2);
