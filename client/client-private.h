@@ -154,15 +154,18 @@ int cuflag__slot_take(struct cuflag_slot *s, uint64_t *n);
 int cuflag__slots_acquire(struct cuflag_client *c, struct cuflag_group *g, unsigned n,
 			  struct cuflag_slot **out);
 
-/* Ring a group's eventfd (so that a drain comes), remembering to look at
- * every slot. */
-void cuflag__group_rescan(struct cuflag_group *g);
-
 /* Free a group's local resources, without telling the daemon (NULL: none). */
 void cuflag__group_free(struct cuflag_group *g);
 
-/* GROUP: tell the daemon (on sock, req_lock held) of the group and its eventfd. */
+/* GROUP: tell the daemon (on sock, req_lock held) of the group and its
+ * eventfd (handover.c: a resume tells the new daemon the same). */
 int cuflag__group_announce(struct cuflag_client *c, int sock, struct cuflag_group *g);
+
+/* One IMPORT of handle on sock (req_lock held), into group grp or none: new
+ * (s NULL), or s taken again after a restart. The grant in *g, the new
+ * slot's eventfd (if new, not grouped) in *efd. */
+int cuflag__import_on(struct cuflag_client *c, int sock, struct cuflag_group *grp, int handle,
+		      struct cuflag_slot *s, struct cuflag_slot_grant *g, int *efd);
 
 /*
  * Send one request and wait for its reply (one at a time per client); the
@@ -232,6 +235,9 @@ int cuflag__attempt_finish(struct cuflag_client *c, struct cuflag_attempt *a);
 /* How often a wait on a slot signalled from CUDA probes its stream for a
  * device fault. */
 #define FAULT_PROBE_MS 100
+
+/* Watch fd in the epoll ep, edge-triggered (resume.c). */
+int cuflag__epoll_watch(int ep, int fd);
 
 /* A resume was made: the event loop's watch follows the new connection. */
 void cuflag__dispatch_watch(struct cuflag_client *c);
@@ -306,11 +312,15 @@ static inline int cuflag__slot_gone(const struct cuflag_slot *s)
 				       CUFLAG_IMPORT_GONE);
 }
 
-/* After a resume's ADOPTs (req_lock and slots_lock held): hand the new
- * daemon the handles of exported slots, then take imported slots again.
- * An import no daemon takes back is detached (its waits end with -EPIPE). 0
- * or the connection's error. */
-int cuflag__resume_exports(struct cuflag_client *c, int sock);
+/* A resume's handover on sock (req_lock and slots_lock held; handover.c):
+ * every group and slot ADOPTed, then the handles of exported slots handed
+ * back and imported slots taken again. An import no daemon takes back is
+ * detached (its waits end with -EPIPE). 0 or the connection's error. */
+int cuflag__handover(struct cuflag_client *c, int sock);
+
+/* Once the new daemon serves: ring the doorbell of every slot whose record
+ * moved past what was counted, and have every group look at all its slots. */
+void cuflag__ring_unread(struct cuflag_client *c);
 
 /*
  * A client belongs to the process that connected it. A child of fork(2)
@@ -321,6 +331,7 @@ int cuflag__resume_exports(struct cuflag_client *c, int sock);
  * the child's copies. cuflag__forked() is one load and one compare.
  */
 unsigned cuflag__fork_gen(void);
+void cuflag__watch_forks(void); /* once, before the first client is made */
 static inline int cuflag__forked(const struct cuflag_client *c)
 {
 	return c->fork_gen != cuflag__fork_gen();

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* Connecting to cuflagd, mapping what it shares, requests, disconnecting. */
+/* Connecting to cuflagd (HELLO, the region made and sealed by us, ATTACH)
+ * and disconnecting; requests are request.c's, resuming is resume.c's. */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -36,33 +35,6 @@ CUFLAG_EXPORT int cuflag_client_fd(const cuflag_client *c)
 CUFLAG_EXPORT uint64_t cuflag_client_epoch(const cuflag_client *c)
 {
 	return c ? __atomic_load_n(&c->epoch, __ATOMIC_RELAXED) : 0;
-}
-
-int cuflag__request_on(struct cuflag_client *c, int sock, struct cuflag_call *call)
-{
-	int rc;
-
-	call->id = ++c->next_req;
-	rc = cuflag_call_send(sock, call);
-	if (rc)
-		return rc == -ECONNRESET ? -EPIPE : rc;
-	return cuflag_call_recv(sock, call);
-}
-
-static int request_run(struct cuflag_client *c, int sock, void *call)
-{
-	return cuflag__request_on(c, sock, call);
-}
-
-int cuflag__request(struct cuflag_client *c, struct cuflag_call *call)
-{
-	return cuflag__request_retry(c, request_run, call);
-}
-
-int cuflag__daemon_gone(struct cuflag_client *c)
-{
-	struct pollfd p = { .fd = c->sock, .events = POLLRDHUP };
-	return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
 /*
@@ -113,89 +85,6 @@ static int make_region(struct cuflag_client *c, const struct cuflag_msg_hello_re
 	c->tail_local = 0;
 	c->head_seen = 0;
 	return 0;
-}
-
-int cuflag__map_daemon_page(int fd, const struct cuflag_daemon_page **out, size_t *size)
-{
-	const struct cuflag_daemon_page *p;
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if ((uint64_t)st.st_size < sizeof(struct cuflag_daemon_page))
-		return -EBADMSG;
-	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return -errno;
-	if (p->magic != CUFLAG_DPAGE_MAGIC || p->version != CUFLAG_PROTO_VERSION) {
-		munmap((void *)p, (size_t)st.st_size);
-		return -EBADMSG;
-	}
-	*out = p;
-	*size = (size_t)st.st_size;
-	return 0;
-}
-
-int cuflag__hello_send(struct cuflag_client *c, int sock, uint32_t *id)
-{
-	struct cuflag_msg_hello hello = { .version_min = CUFLAG_PROTO_VERSION,
-					  .version_max = CUFLAG_PROTO_VERSION };
-	struct cuflag_call call = { .type = CUFLAG_MSG_HELLO, .body = &hello,
-				    .blen = sizeof(hello), .id = ++c->next_req };
-	int rc = cuflag_call_send(sock, &call);
-
-	*id = call.id;
-	return rc == -ECONNRESET ? -EPIPE : rc;
-}
-
-int cuflag__hello_recv(int sock, uint32_t id, struct cuflag_msg_hello_reply *r,
-		       const struct cuflag_daemon_page **dp, size_t *dp_size)
-{
-	uint8_t reply[CUFLAG_MSG_MAX];
-	int fd = -1, rc;
-	struct cuflag_call call = { .type = CUFLAG_MSG_HELLO, .id = id, .reply = reply,
-				    .reply_fds = &fd, .max_fds = 1 };
-
-	rc = cuflag_call_recv(sock, &call);
-	if (rc)
-		return rc;
-	memcpy(r, cuflag_call_body(&call), sizeof(*r));
-	if (r->version != CUFLAG_PROTO_VERSION ||
-	    (r->slab != CUFLAG_SLAB_MEMFD && r->slab != CUFLAG_SLAB_CUDA_IPC))
-		rc = -EPROTONOSUPPORT;
-	else
-		rc = cuflag__map_daemon_page(fd, dp, dp_size);
-	safe_close(fd);
-	return rc;
-}
-
-int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_reply *r,
-		  const struct cuflag_daemon_page **dp, size_t *dp_size)
-{
-	uint32_t id;
-	int rc = cuflag__hello_send(c, sock, &id);
-
-	return rc ? rc : cuflag__hello_recv(sock, id, r, dp, dp_size);
-}
-
-/* Counts the forks this process descends from (see cuflag__forked). */
-static _Atomic unsigned fork_gen;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void on_fork_child(void)
-{
-	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
-}
-
-static void watch_forks(void)
-{
-	/* Cannot fail for want of memory in glibc; if it did, forks go unseen. */
-	(void)pthread_atfork(NULL, NULL, on_fork_child);
-}
-
-unsigned cuflag__fork_gen(void)
-{
-	return atomic_load_explicit(&fork_gen, memory_order_relaxed);
 }
 
 static void client_free(struct cuflag_client *c)
@@ -261,7 +150,7 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 	if (strlen(socket_path) >= sizeof(c->path))
 		return -ENAMETOOLONG;
 
-	pthread_once(&fork_once, watch_forks);
+	cuflag__watch_forks();
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

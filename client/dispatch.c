@@ -29,26 +29,6 @@
 #include "fd-util.h"
 #include "timeline.h"
 
-/* Watch fd's readiness in ep, edge-triggered: the loop is woken once per
- * change, and a late reply left in the connection does not wake it again
- * and again. Already watched is fine. */
-static int watch(int ep, int fd)
-{
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = fd };
-
-	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 && errno != EEXIST ? -errno : 0;
-}
-
-void cuflag__dispatch_watch(struct cuflag_client *c)
-{
-	int ep = atomic_load(&c->dispatch_ep);
-
-	/* The old connection left the epoll when dup2 closed it. A failure
-	 * here is mended by the next dispatch, which sees the new generation. */
-	if (ep >= 0)
-		(void)watch(ep, c->sock);
-}
-
 /* The epoll the loop waits on, made on first need (dispatch_lock held). */
 static int dispatch_ep(struct cuflag_client *c)
 {
@@ -60,7 +40,7 @@ static int dispatch_ep(struct cuflag_client *c)
 	if (ep < 0)
 		return -errno;
 	c->dispatch_gen = atomic_load(&c->conn_gen);
-	rc = watch(ep, c->sock);
+	rc = cuflag__epoll_watch(ep, c->sock);
 	if (rc) {
 		close(ep);
 		return rc;
@@ -157,7 +137,7 @@ static void attempt_step(struct cuflag_client *c, int ep, uint64_t now)
 	rc = cuflag__attempt_start(c, c->dispatch_gen, RESUME_SPACING_NS, a);
 	if (rc == -EINPROGRESS) {
 		a->sent_ns = now;
-		if ((rc = watch(ep, a->sock))) /* then the timeout finds the answer */
+		if ((rc = cuflag__epoll_watch(ep, a->sock))) /* then the timeout finds the answer */
 			c->try_ns = now + RESUME_SPACING_NS;
 	} else if (rc && rc != -EAGAIN) {
 		attempt_failed(c, rc, now);

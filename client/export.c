@@ -68,44 +68,6 @@ CUFLAG_EXPORT int cuflag_slot_export(cuflag_slot *s, int *fd)
 	return 0;
 }
 
-/* One IMPORT on sock (req_lock held): new (s NULL), or s taken again after a
- * restart. The grant in *g, the new slot's eventfd (if new, not grouped) in
- * *efd. */
-static int import_on(struct cuflag_client *c, int sock, struct cuflag_group *grp, int handle,
-		     struct cuflag_slot *s, struct cuflag_slot_grant *g, int *efd)
-{
-	struct cuflag_msg_import m = { .group = grp ? grp->id + 1 : 0 };
-	uint8_t reply[CUFLAG_MSG_MAX];
-	int give[2] = { handle, -1 };
-	struct cuflag_call call = { .type = CUFLAG_MSG_IMPORT, .body = &m, .blen = sizeof(m),
-				    .fds = give, .nfds = 1, .reply = reply, .reply_fds = efd,
-				    .max_fds = 1 };
-	int rc;
-
-	*efd = -1;
-	if (s) {
-		m.flags = CUFLAG_IMPORT_RESUME;
-		m.id = s->id;
-		if (!grp) {
-			give[1] = s->efd;
-			call.nfds = 2;
-		}
-	}
-	rc = cuflag__request_on(c, sock, &call);
-	if (!rc && call.reply_nfds != (s || grp ? 0u : 1u))
-		rc = -EBADMSG;
-	if (!rc) {
-		memcpy(g, cuflag_call_body(&call), sizeof(*g));
-		if (g->id >= c->layout.nslots || (s && g->id != s->id))
-			rc = -EBADMSG;
-	}
-	if (rc) {
-		*efd = safe_close(*efd);
-		return rc;
-	}
-	return 0;
-}
-
 struct import_args {
 	struct cuflag_group *g;
 	int fd;
@@ -122,7 +84,7 @@ static int import_run(struct cuflag_client *c, int sock, void *arg)
 	keep = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
 	if (keep < 0)
 		return -errno;
-	rc = import_on(c, sock, a->g, a->fd, NULL, &g, &efd);
+	rc = cuflag__import_on(c, sock, a->g, a->fd, NULL, &g, &efd);
 	if (rc) {
 		close(keep);
 		return rc;
@@ -175,48 +137,4 @@ CUFLAG_EXPORT int cuflag_slot_import(cuflag_client *c, int fd, cuflag_slot **out
 CUFLAG_EXPORT int cuflag_group_slot_import(cuflag_group *g, int fd, cuflag_slot **out)
 {
 	return g ? import(g->c, g, fd, out) : -EINVAL;
-}
-
-/* A refusal that only says this handle or slot is no more (the exporter
- * went while no daemon ran): the slot ends, the resume goes on. */
-static int handle_refused(int rc)
-{
-	return rc == -EINVAL || rc == -ENOSPC || rc == -EDQUOT || rc == -EMFILE;
-}
-
-int cuflag__resume_exports(struct cuflag_client *c, int sock)
-{
-	uint8_t reply[CUFLAG_MSG_MAX];
-	int rc;
-
-	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot) {
-		struct cuflag_msg_export m = { .id = s->id, .flags = CUFLAG_EXPORT_REDECLARE };
-		struct cuflag_call call = { .type = CUFLAG_MSG_EXPORT, .body = &m,
-					    .blen = sizeof(m), .fds = &s->handle_fd, .nfds = 1,
-					    .reply = reply };
-		if (s->imported || s->handle_fd < 0)
-			continue;
-		rc = cuflag__request_on(c, sock, &call);
-		if (rc && !handle_refused(rc))
-			return rc;
-	}
-	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot) {
-		struct cuflag_slot_grant g;
-		int efd;
-
-		if (!s->imported || s->detached)
-			continue;
-		rc = import_on(c, sock, s->group, s->handle_fd, s, &g, &efd);
-		if (rc && !handle_refused(rc))
-			return rc;
-		if (rc) {
-			uint64_t one = 1;
-			s->detached = 1; /* its waits and consumes say -EPIPE */
-			/* Its own doorbell; a group's looks at every slot after a
-			 * resume. */
-			if (!s->group && write(s->efd, &one, sizeof(one)) < 0)
-				(void)0; /* a full counter is readable anyway */
-		}
-	}
-	return 0;
 }

@@ -30,15 +30,6 @@ static int group_held_locked(const struct cuflag_group *g)
 	return 0;
 }
 
-void cuflag__group_rescan(struct cuflag_group *g)
-{
-	uint64_t one = 1;
-
-	atomic_store(&g->rescan, 1);
-	if (write(g->efd, &one, sizeof(one)) < 0)
-		(void)0; /* a full counter is readable anyway */
-}
-
 void cuflag__group_free(struct cuflag_group *g)
 {
 	if (!g)
@@ -46,16 +37,6 @@ void cuflag__group_free(struct cuflag_group *g)
 	safe_close(g->efd);
 	pthread_mutex_destroy(&g->lock);
 	free(g);
-}
-
-int cuflag__group_announce(struct cuflag_client *c, int sock, struct cuflag_group *g)
-{
-	struct cuflag_msg_group m = { .id = g->id };
-	uint8_t reply[CUFLAG_MSG_MAX];
-	struct cuflag_call call = { .type = CUFLAG_MSG_GROUP, .body = &m, .blen = sizeof(m),
-				    .fds = &g->efd, .nfds = 1, .reply = reply };
-
-	return cuflag__request_on(c, sock, &call);
 }
 
 /* A group object for the first free id (slots_lock held), or NULL. */

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -31,68 +32,6 @@
 /* How long an attempt made on the way of a wait or a consume waits for each
  * answer: they go on watching the flags rather than wait for a daemon. */
 #define QUICK_REPLY_US 100000
-
-
-/* ADOPT the slots of group g (NULL: those with their own eventfd), 64 a
- * message: grouped ones bring no fd, the group's rings for them. */
-static int adopt_slots(struct cuflag_client *c, int sock, struct cuflag_group *g)
-{
-	struct cuflag_msg_adopt m;
-	int efds[CUFLAG_BATCH_MAX];
-	uint8_t reply[CUFLAG_MSG_MAX];
-	int rc = 0;
-
-	for (struct cuflag_slot *s = c->slots; s && !rc;) {
-		m.count = 0;
-		m.group = g ? g->id + 1 : 0;
-		for (; s && m.count < CUFLAG_BATCH_MAX; s = s->next_slot) {
-			if (s->group != g || s->imported)
-				continue; /* imports are taken again by IMPORT (export.c) */
-			if (!g)
-				efds[m.count] = cuflag_slot_fd(s);
-			m.ids[m.count++] = s->id;
-		}
-		if (!m.count)
-			break;
-		struct cuflag_call call = {
-			.type = CUFLAG_MSG_ADOPT, .body = &m,
-			.blen = (uint32_t)cuflag_id_batch_len(m.count),
-			.fds = efds, .nfds = g ? 0 : m.count, .reply = reply,
-		};
-		rc = cuflag__request_on(c, sock, &call);
-	}
-	return rc;
-}
-
-/* Make the groups again, then hand over every slot. */
-static int adopt_all(struct cuflag_client *c, int sock)
-{
-	int rc = adopt_slots(c, sock, NULL);
-
-	for (uint32_t i = 0; !rc && i < c->layout.ngroups; i++)
-		if (c->groups[i] && !(rc = cuflag__group_announce(c, sock, c->groups[i])))
-			rc = adopt_slots(c, sock, c->groups[i]);
-	return rc;
-}
-
-/* Ring the doorbell of every slot whose record moved past what was counted:
- * a daemon killed between recording a signal and writing the eventfd left it
- * unrung, and an event loop must still wake to consume it. A group's ring
- * may have lost records the same way: each group looks at all its slots. */
-static void ring_unread(struct cuflag_client *c)
-{
-	uint64_t one = 1;
-
-	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot) {
-		uint32_t rec = __atomic_load_n(&c->states[s->id].signalled, __ATOMIC_ACQUIRE);
-		if (!s->group && cuflag_tl_after(rec, atomic_load(&s->consumed)) &&
-		    write(cuflag_slot_fd(s), &one, sizeof(one)) < 0)
-			(void)0; /* a full counter is readable anyway */
-	}
-	for (uint32_t i = 0; i < c->layout.ngroups; i++)
-		if (c->groups[i])
-			cuflag__group_rescan(c->groups[i]);
-}
 
 /* Both timeouts of sock, in microseconds. */
 static int set_timeouts(int sock, long us)
@@ -141,9 +80,7 @@ static int resume_finish(struct cuflag_client *c, int sock, uint32_t hello_id)
 	rc = cuflag__request_on(c, sock, &call);
 	safe_close(fd);
 	if (!rc)
-		rc = adopt_all(c, sock);
-	if (!rc)
-		rc = cuflag__resume_exports(c, sock);
+		rc = cuflag__handover(c, sock);
 	/* The connection's settings are the new fd number's after dup2. */
 	if (!rc && (flags = fcntl(sock, F_GETFL)) >= 0 && fcntl(sock, F_SETFL, flags & ~O_NONBLOCK) < 0)
 		rc = -errno;
@@ -164,7 +101,7 @@ static int resume_finish(struct cuflag_client *c, int sock, uint32_t hello_id)
 	c->dpage_size = dp_size;
 	dp = NULL;
 	__atomic_store_n(&c->epoch, r.epoch, __ATOMIC_RELAXED);
-	ring_unread(c);
+	cuflag__ring_unread(c);
 out:
 	free(ret);
 	if (dp)
@@ -190,6 +127,26 @@ static int resume_once(struct cuflag_client *c, int quick)
 		rc = resume_finish(c, sock, id);
 	safe_close(sock);
 	return rc;
+}
+
+/* Watch fd's readiness in ep, edge-triggered: the loop is woken once per
+ * change, and a late reply left in the connection does not wake it again
+ * and again. Already watched is fine. */
+int cuflag__epoll_watch(int ep, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = fd };
+
+	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+void cuflag__dispatch_watch(struct cuflag_client *c)
+{
+	int ep = atomic_load(&c->dispatch_ep);
+
+	/* The old connection left the epoll when dup2 closed it. A failure
+	 * here is mended by the next dispatch, which sees the new generation. */
+	if (ep >= 0)
+		(void)cuflag__epoll_watch(ep, c->sock);
 }
 
 /* A resume was made (resume_lock held): the waits and the event loop's
@@ -330,6 +287,16 @@ int cuflag__request_retry(struct cuflag_client *c,
 			 * resume can mend it. */
 			return rc == -ESTALE || rc == -EOPNOTSUPP ? rc : -ENOTCONN;
 	}
+}
+
+static int request_run(struct cuflag_client *c, int sock, void *call)
+{
+	return cuflag__request_on(c, sock, call);
+}
+
+int cuflag__request(struct cuflag_client *c, struct cuflag_call *call)
+{
+	return cuflag__request_retry(c, request_run, call);
 }
 
 CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)

@@ -71,20 +71,6 @@ CUFLAG_EXPORT int cuflag_slot_complete(cuflag_slot *s, uint32_t value)
 	return 0;
 }
 
-void cuflag__forget_waits(struct cuflag_client *c)
-{
-	pthread_mutex_lock(&c->slots_lock);
-	for (struct cuflag_slot *s = c->slots; s; s = s->next_slot) {
-		if (atomic_exchange(&s->wait_ep_busy, 1))
-			continue; /* a waiter holds it; it makes a fresh one next time */
-		if (s->wait_ep >= 0)
-			close(s->wait_ep);
-		s->wait_ep = -1;
-		atomic_store(&s->wait_ep_busy, 0);
-	}
-	pthread_mutex_unlock(&c->slots_lock);
-}
-
 void cuflag__slot_free(struct cuflag_slot *s)
 {
 	if (s->efd >= 0)
