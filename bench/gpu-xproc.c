@@ -30,6 +30,7 @@
 #include "cuflag/cuflag_cuda.h"
 #include "fdpass.h"
 #include "gpu-xproc.h"
+#include "unix-socket.h"
 
 enum xmech { X_CUFLAGD, X_IPC_EVENT, X_POLL, X_GPU_CUFLAG, X_GPU_EVENT, X_COUNT };
 static const char *const xnames[X_COUNT] = {
@@ -250,7 +251,7 @@ static int xsetup(struct xproc *x, const struct bench_opts *o, const struct daem
 	CU_TRY(cu.cuIpcGetEventHandle(&su.ev, x->ev));
 	if (cuflag_slot_acquire(x->L->client, &x->slot) || cuflag_slot_export(x->slot, &fd))
 		return -1;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+	if (cuflag_unix_pair(sp))
 		return -1;
 	x->pid = fork();
 	if (x->pid == 0) {

@@ -170,3 +170,8 @@ int cuflag_unix_connect_nonblock(const char *path)
 {
 	return unix_connect(path, 0, SOCK_SEQPACKET | SOCK_NONBLOCK);
 }
+
+int cuflag_unix_pair(int fds[2])
+{
+	return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) < 0 ? -errno : 0;
+}

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Connecting to cuflagd's socket: an AF_UNIX SOCK_SEQPACKET connection. */
+/* The AF_UNIX SOCK_SEQPACKET sockets: a connection to cuflagd's socket, a
+ * connected pair between two processes. */
 #ifndef CUFLAG_UNIX_SOCKET_H
 #define CUFLAG_UNIX_SOCKET_H
 
@@ -22,5 +23,10 @@ const char *cuflag_unix_connect_hint(int err);
 /* The same, non-blocking and without timeouts: a listener whose backlog is
  * full fails it with -EAGAIN rather than make it wait. */
 int cuflag_unix_connect_nonblock(const char *path);
+
+/* A connected pair of blocking, close-on-exec SOCK_SEQPACKET sockets, as
+ * socketpair(2) fills fds. 0, or what socketpair(2) failed with (-EMFILE,
+ * -ENFILE, ...). */
+int cuflag_unix_pair(int fds[2]);
 
 #endif
