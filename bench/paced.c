@@ -35,9 +35,10 @@
  * it: a GPU's work ends when it is done, not when a host timer fires. The
  * lead follows the device thread's own timer (rising at once to a late
  * wake and 5 us more, falling by a 64th a step), so that its stores land
- * when due on a timer 2 us late as on one 50 us late; a fixed 15 us let
- * the stores of a timer 15-30 us late scatter by that, and the scanner,
- * learning that spread, spun across it. */
+ * when due however late this host's timer wakes; with a fixed lead the
+ * stores of a timer later than it scattered by its lateness, and the
+ * scanner, learning that spread, spun across it (docs/BENCHMARKS.md, "The
+ * simulated device was a late timer"). */
 #define PACED_LEAD_MIN_NS 15000u
 #define PACED_LEAD_MAX_NS 200000u
 #define BURST_LEN 50
