@@ -209,6 +209,23 @@ static inline int cuflag__gone_error(int rc)
  */
 int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait);
 
+/* Whether the client can resume at all: its flags live in the region it
+ * made (--slab memfd), which a daemon that restarts is handed again; with
+ * --slab cuda-ipc they died with the daemon. */
+int cuflag__resumable(const struct cuflag_client *c);
+
+/* Who judges a resume's error (cuflag__resume_final()). */
+enum cuflag_resume_by {
+	CUFLAG_RESUME_BY_LOOP,    /* the event loop's attempts (dispatch.c) */
+	CUFLAG_RESUME_BY_WAIT,    /* the blocking attempts of cuflag__resume(wait) */
+	CUFLAG_RESUME_BY_REQUEST, /* what a request returns (cuflag__request_retry()) */
+};
+
+/* Whether a resume's error rc is final for by: the daemon that listens
+ * refused us in a way no later attempt mends (resume.c says why the three
+ * differ). */
+int cuflag__resume_final(int rc, enum cuflag_resume_by by);
+
 /*
  * A resume attempt that never waits, in two steps (dispatch.c drives them).
  * Start: unless another thread resumes, or the last attempt was less than

@@ -105,9 +105,7 @@ static int readable(int fd)
 /* What an attempt's failure says about the daemon that listens. */
 static void attempt_failed(struct cuflag_client *c, int rc, uint64_t now)
 {
-	int refused = rc == -ESTALE || rc == -EOPNOTSUPP || rc == -EPROTONOSUPPORT;
-
-	if (refused)
+	if (cuflag__resume_final(rc, CUFLAG_RESUME_BY_LOOP))
 		c->refusal = rc;
 	c->try_ns = now + (c->refusal ? RESUME_REFUSED_NS : RESUME_SPACING_NS);
 }
@@ -158,7 +156,7 @@ static int step(struct cuflag_client *c)
 	/* Take the edges: the fd stays quiet until the next change. */
 	while (epoll_wait(ep, ev, 4, 0) == 4)
 		;
-	if (c->gone_ns && c->attempt.sock >= 0 && c->slab == CUFLAG_SLAB_MEMFD)
+	if (c->gone_ns && c->attempt.sock >= 0 && cuflag__resumable(c))
 		attempt_step(c, ep, now);
 	if (atomic_load(&c->conn_gen) != c->dispatch_gen) {
 		/* Resumed, here or by another thread's call. */
@@ -189,7 +187,7 @@ static int step(struct cuflag_client *c)
 			c->look_us *= 2;
 		c->look_ns = now + c->look_us * 1000ull;
 	}
-	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
+	if (!cuflag__resumable(c))
 		return -EOPNOTSUPP; /* its flags died with the daemon */
 	if (c->attempt.sock < 0)
 		attempt_step(c, ep, now);

@@ -109,6 +109,40 @@ out:
 	return rc;
 }
 
+int cuflag__resumable(const struct cuflag_client *c)
+{
+	return c->slab == CUFLAG_SLAB_MEMFD && c->region_fd >= 0;
+}
+
+/*
+ * -ESTALE is final wherever it comes: the daemon that listens has another
+ * layout or found the region emptied, and only connecting anew mends it.
+ * The other two differ on purpose:
+ * - -EPROTONOSUPPORT (no protocol version in common) ends the blocking wait
+ *   and is what the event loop is told; a request says -ENOTCONN instead:
+ *   to its caller no daemon it can speak to came back, and the requests
+ *   document no -EPROTONOSUPPORT.
+ * - -EOPNOTSUPP is cuflag__resume() refusing, before any attempt, a client
+ *   that cannot resume: a request passes it on and the event loop is told.
+ *   The blocking wait's attempts are made only for a client that can; from
+ *   a daemon it could only be an ATTACH refused for --slab cuda-ipc, which
+ *   the slab check before ATTACH turns into -ESTALE first, so the wait does
+ *   not look for it.
+ */
+int cuflag__resume_final(int rc, enum cuflag_resume_by by)
+{
+	switch (rc) {
+	case -ESTALE:
+		return 1;
+	case -EPROTONOSUPPORT:
+		return by != CUFLAG_RESUME_BY_REQUEST;
+	case -EOPNOTSUPP:
+		return by != CUFLAG_RESUME_BY_WAIT;
+	default:
+		return 0;
+	}
+}
+
 /* One attempt, with req_lock and slots_lock held. */
 static int resume_once(struct cuflag_client *c, int quick)
 {
@@ -181,7 +215,7 @@ int cuflag__attempt_start(struct cuflag_client *c, unsigned gen, uint64_t spacin
 {
 	int rc = -EAGAIN;
 
-	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
+	if (!cuflag__resumable(c))
 		return -EOPNOTSUPP;
 	if (pthread_mutex_trylock(&c->resume_lock))
 		return -EAGAIN; /* another thread is resuming */
@@ -237,7 +271,7 @@ int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait)
 	uint64_t deadline = timeout < 0 ? UINT64_MAX : cuflag_now_ns() + (uint64_t)timeout * 1000000u;
 	int rc;
 
-	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
+	if (!cuflag__resumable(c))
 		return -EOPNOTSUPP;
 	for (;;) {
 		/* Without wait, never behind another thread's attempt. */
@@ -260,8 +294,8 @@ int cuflag__resume(struct cuflag_client *c, unsigned gen, int wait)
 		if (!wait || cuflag_now_ns() >= deadline)
 			return rc == -EAGAIN ? -ENOTCONN : rc;
 		/* Refused while nobody listens, or the daemon is starting: space
-		 * the attempts. A settings change (-ESTALE) will not mend. */
-		if (rc == -ESTALE || rc == -EPROTONOSUPPORT)
+		 * the attempts; not a refusal no attempt mends. */
+		if (cuflag__resume_final(rc, CUFLAG_RESUME_BY_WAIT))
 			return rc;
 		struct timespec ts = { 0, RESUME_SPACING_NS / 5 };
 		nanosleep(&ts, NULL);
@@ -285,7 +319,7 @@ int cuflag__request_retry(struct cuflag_client *c,
 		if (rc)
 			/* None came back within the resume timeout, unless no
 			 * resume can mend it. */
-			return rc == -ESTALE || rc == -EOPNOTSUPP ? rc : -ENOTCONN;
+			return cuflag__resume_final(rc, CUFLAG_RESUME_BY_REQUEST) ? rc : -ENOTCONN;
 	}
 }
 
@@ -307,7 +341,7 @@ CUFLAG_EXPORT int cuflag_reconnect(cuflag_client *c)
 		return -EINVAL;
 	if (cuflag__forked(c))
 		return -ECHILD;
-	if (c->slab != CUFLAG_SLAB_MEMFD || c->region_fd < 0)
+	if (!cuflag__resumable(c))
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&c->resume_lock);
 	rc = resume_locked(c, 0);
