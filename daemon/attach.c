@@ -71,17 +71,21 @@ struct attach {
 	struct region region;
 	struct slab_alloc ipc;
 	struct scanner_session *scan;
-	struct scanner_cmd *add;
 	volatile uint32_t *flags;
 };
 
 static void attach_unwind(struct attach *a)
 {
-	free(a->add);
 	free(a->scan);
 	slab_cuda_free(&a->ipc);
 	region_destroy(&a->region);
 	slot_table_free(&a->slots);
+}
+
+/* Where a session's slot table sends its commands (slots.h). */
+static void to_scanner(void *sc, struct scanner_cmd *c)
+{
+	scanner_submit(sc, c);
 }
 
 /* Map and check the client's region, then everything that hangs off it. */
@@ -109,16 +113,18 @@ static int attach_build(struct server *srv, struct session *s, struct request *r
 		a->flags = (volatile uint32_t *)(uintptr_t)a->ipc.va;
 	}
 	a->scan = malloc(scanner_session_size(&srv->layout));
-	a->add = calloc(1, sizeof(*a->add));
-	if (slot_table_init(&a->slots, srv->layout.nslots, srv->layout.ngroups, &srv->users,
-			    s->user) ||
-	    !a->scan || !a->add) {
+	struct slot_table_cfg slots = {
+		.nslots = srv->layout.nslots, .ngroups = srv->layout.ngroups,
+		.users = &srv->users, .user = s->user,
+		.submit = to_scanner, .submit_arg = srv->sc, .sess = a->scan, .owner = s,
+		.flags = a->flags,
+	};
+	if (!a->scan || slot_table_init(&a->slots, &slots)) {
 		req->why = "out of memory";
 		return REQ_REFUSE(-ENOMEM);
 	}
 	scanner_session_init(a->scan, &srv->layout, a->region.map, a->flags, req->fds[1],
 			     &s->user->scan);
-	*a->add = (struct scanner_cmd){ .op = SCAN_ADD_SESSION, .sess = a->scan, .owner = s };
 	return 0;
 }
 
@@ -159,12 +165,9 @@ int req_attach(struct server *srv, struct session *s, struct request *req)
 	/* The scanner learns of the region before the client can arm in it; a
 	 * resumed one once its slots are back (req_adopt). */
 	s->adopt_left = m.slots;
-	if (m.slots) {
-		s->adopt_cmd = a.add;
-	} else {
-		a.add->start = atomic_load_explicit(a.scan->head, memory_order_relaxed);
-		scanner_submit(srv->sc, a.add);
-	}
+	if (!m.slots)
+		(void)slot_table_start(&s->slots,
+				       atomic_load_explicit(a.scan->head, memory_order_relaxed));
 	rc = req_reply_ok(s, req, NULL, 0, &s->ipc.fd, s->ipc.fd >= 0 ? 1 : 0);
 	/* The client holds the CUDA allocation now; we keep our mapping. */
 	closer_close(srv->closer, s->ipc.fd);
@@ -188,7 +191,6 @@ int req_attach(struct server *srv, struct session *s, struct request *req)
 int req_adopt(struct server *srv, struct session *s, struct request *req)
 {
 	uint32_t ids[CUFLAG_BATCH_MAX], group, count = req_id_batch(req, ids, &group);
-	struct scanner_cmd *cmds[CUFLAG_BATCH_MAX];
 	const volatile struct cuflag_slot_state *st = s->scan->states;
 	int rc;
 
@@ -209,31 +211,29 @@ int req_adopt(struct server *srv, struct session *s, struct request *req)
 	for (uint32_t i = 0; i < req->nfds; i++)
 		if ((rc = req_take_eventfd(req, req->fds[i], "ADOPT: an fd is not an eventfd")))
 			return rc;
-	if (req_alloc_cmds(cmds, count)) {
+	if (slot_table_reserve(&s->slots, count)) {
 		req->why = "out of memory";
 		return REQ_REFUSE(-ENOMEM);
 	}
 	for (uint32_t i = 0; i < count; i++) {
 		uint32_t id = ids[i];
-		uint32_t sig = st[id].signalled, armed = st[id].armed;
+		struct cuflag_slot_state rec = { .signalled = st[id].signalled, .armed = st[id].armed };
 		/* Read once; an armed value behind the signalled one is noise. */
-		if (!cuflag_tl_after(armed, sig))
-			armed = sig;
-		slot_open(&s->slots, id, group ? -1 : req->fds[i], group);
+		if (!cuflag_tl_after(rec.armed, rec.signalled))
+			rec.armed = rec.signalled;
+		if ((rc = slot_adopt(&s->slots, id, group ? -1 : req->fds[i], group, &rec)) < 0) {
+			req->why = "slot table out of step"; /* not after the checks above */
+			return rc;
+		}
 		if (!group)
 			req->fds[i] = -1; /* the slot's now */
-		*cmds[i] = (struct scanner_cmd){ .op = SCAN_ADD_SLOT, .sess = s->scan, .slot = id,
-						 .start = sig, .armed = armed, .group = group,
-						 .efd = s->slots.efd[id], .owner = s };
-		scanner_submit(srv->sc, cmds[i]);
 	}
 	s->adopt_left -= count;
 	if (!s->adopt_left) {
 		/* Every slot is back: now the scanner may read the queue, from
 		 * where the daemon before us stopped. */
-		s->adopt_cmd->start = atomic_load_explicit(s->scan->head, memory_order_relaxed);
-		scanner_submit(srv->sc, s->adopt_cmd);
-		s->adopt_cmd = NULL;
+		(void)slot_table_start(&s->slots,
+				       atomic_load_explicit(s->scan->head, memory_order_relaxed));
 	}
 	return req_reply_ok(s, req, NULL, 0, NULL, 0);
 }

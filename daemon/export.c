@@ -213,17 +213,12 @@ static void relink_to(struct server *srv, struct export_entry *e)
 
 	while (*p) {
 		struct relink *r = *p;
-		struct scanner_cmd *c;
 
 		if (r->dev != e->dev || r->ino != e->ino || memcmp(&r->rec, &e->rec, sizeof(r->rec)) ||
-		    !(c = calloc(1, sizeof(*c)))) {
+		    slot_link_import(&r->s->slots, r->slot, e->owner->scan, e->slot)) {
 			p = &r->next;
 			continue; /* out of memory: it is marked gone at the deadline */
 		}
-		*c = (struct scanner_cmd){ .op = SCAN_LINK_IMPORT, .sess = r->s->scan, .slot = r->slot,
-					   .src_sess = e->owner->scan, .src_slot = e->slot,
-					   .owner = r->s };
-		scanner_submit(srv->sc, c);
 		*p = r->next;
 		free(r);
 	}
@@ -312,19 +307,14 @@ int req_export(struct server *srv, struct session *s, struct request *req)
 /* IMPORT                                                            */
 /* ---------------------------------------------------------------- */
 
-/* What an IMPORT opens: a slot of the importer's (id SLOT_ANY, or the one
- * a resume names), watching src (NULL: linked later) from start (resume). */
-struct import_open {
-	uint32_t group, id, start, resume;
-	struct scanner_session *src;
-	uint32_t src_slot;
-};
-
+/* What an IMPORT opens (slots.h): a slot of the importer's (id SLOT_ANY, or
+ * the one a resume names), watching src (NULL: linked later) from start
+ * (resume). */
 static int import_open(struct server *srv, struct session *s, struct request *req,
-		       const struct import_open *o)
+		       const struct slot_import *o)
 {
 	struct slot_table *t = &s->slots;
-	struct scanner_cmd *c;
+	struct slot_import im = *o;
 	int efd = -1, rc;
 
 	/* The importer's quotas: a slot, and its eventfd unless grouped. */
@@ -341,32 +331,25 @@ static int import_open(struct server *srv, struct session *s, struct request *re
 		req->why = rc == -EMFILE || rc == -ENFILE ? "daemon out of fds" : "out of memory";
 		return REQ_REFUSE(rc);
 	}
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		if (efd >= 0)
-			close(efd);
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
-	if (o->resume && !o->group) {
-		efd = req->fds[1];
-		req->fds[1] = -1; /* the slot's now */
-	}
-	uint32_t id = slot_open(t, o->id, efd, o->group);
-	s->xp->imported[id] = 1;
-	*c = (struct scanner_cmd){ .op = SCAN_ADD_IMPORT, .sess = s->scan, .slot = id,
-				   .efd = efd, .group = o->group, .start = o->start,
-				   .src_sess = o->src, .src_slot = o->src_slot,
-				   .resume = o->resume, .owner = s, .req_id = req->h.req_id };
+	im.efd = o->resume && !o->group ? req->fds[1] : efd;
+	im.req_id = req->h.req_id;
 	/* Answered once the scanner has linked it: the reply says where its
 	 * timeline starts. */
-	scanner_submit(srv->sc, c);
+	if ((rc = slot_import(t, &im)) < 0) {
+		if (efd >= 0)
+			close(efd);
+		req->why = "out of memory"; /* the rest was checked above */
+		return REQ_REFUSE(rc);
+	}
+	if (o->resume && !o->group)
+		req->fds[1] = -1; /* the slot's now */
+	s->xp->imported[rc] = 1;
 	return 0;
 }
 
 /* IMPORT RESUME: the slot the client held before a restart, taken again. */
 static int import_resume(struct server *srv, struct session *s, struct request *req,
-			 struct import_open *o)
+			 struct slot_import *o)
 {
 	struct cuflag_handle_record rec;
 	struct export_entry *e;
@@ -430,7 +413,7 @@ int req_import(struct server *srv, struct session *s, struct request *req)
 		req->why = "out of memory";
 		return REQ_REFUSE(-ENOMEM);
 	}
-	struct import_open o = { .group = m.group, .id = SLOT_ANY };
+	struct slot_import o = { .group = m.group, .id = SLOT_ANY };
 	if (m.flags & CUFLAG_IMPORT_RESUME) {
 		o.id = m.id;
 		o.resume = 1;
@@ -528,13 +511,9 @@ void export_tick(struct server *srv, uint64_t now_ms)
 	    now_ms - srv->start_ms < CUFLAG_IMPORT_RELINK_MS)
 		return;
 	while ((r = srv->exports->relinks)) {
-		struct scanner_cmd *c = calloc(1, sizeof(*c));
-		if (!c)
-			return; /* the next tick */
 		/* No src: the scanner marks it gone. */
-		*c = (struct scanner_cmd){ .op = SCAN_LINK_IMPORT, .sess = r->s->scan,
-					   .slot = r->slot, .owner = r->s };
-		scanner_submit(srv->sc, c);
+		if (slot_link_import(&r->s->slots, r->slot, NULL, 0))
+			return; /* out of memory: the next tick */
 		srv->exports->relinks = r->next;
 		free(r);
 	}

@@ -93,19 +93,6 @@ uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX],
 	return count;
 }
 
-int req_alloc_cmds(struct scanner_cmd **cmds, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		cmds[i] = calloc(1, sizeof(*cmds[i]));
-		if (!cmds[i]) {
-			while (i--)
-				free(cmds[i]);
-			return -ENOMEM;
-		}
-	}
-	return 0;
-}
-
 static int is_eventfd(int fd)
 {
 	char path[64], target[64];
@@ -179,7 +166,6 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 {
 	struct cuflag_msg_alloc m;
 	struct cuflag_msg_alloc_reply r;
-	struct scanner_cmd *cmds[CUFLAG_BATCH_MAX];
 	int fds[CUFLAG_BATCH_MAX];
 	struct slot_table *t = &s->slots;
 	int rc;
@@ -200,7 +186,7 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 	for (uint32_t i = 0; i < m.count; i++)
 		fds[i] = -1;
 	rc = m.group ? 0 : req_new_eventfds(srv, fds, m.count);
-	if (!rc && (rc = req_alloc_cmds(cmds, m.count)))
+	if (!rc && (rc = slot_table_reserve(t, m.count)))
 		cuflag_close_fds(fds, m.count);
 	if (rc) {
 		ulog(LOG_ERR, s, "cannot allocate slots: %s", strerror(-rc));
@@ -209,18 +195,14 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 	}
 	memset(&r, 0, sizeof(r));
 	for (uint32_t i = 0; i < m.count; i++) {
-		uint32_t id = slot_open(t, SLOT_ANY, fds[i], m.group);
-		uint32_t start = t->next_start[id];
-		/* The starting value is written here and recorded by the scanner:
-		 * never read back from the flag, so an early device write counts. */
-		atomic_store_explicit((_Atomic uint32_t *)&s->flags[id], start,
-				      memory_order_release);
-		*cmds[i] = (struct scanner_cmd){ .op = SCAN_ADD_SLOT, .sess = s->scan, .slot = id,
-						 .start = start, .armed = start, .efd = fds[i],
-						 .group = m.group, .owner = s };
-		scanner_submit(srv->sc, cmds[i]);
-		r.grants[i].id = id;
-		r.grants[i].start = start;
+		int id = slot_open(t, SLOT_ANY, fds[i], m.group);
+		if (id < 0) { /* not after the checks and the reserve above */
+			cuflag_close_fds(fds + i, m.count - i);
+			req->why = "slot table out of step";
+			return id;
+		}
+		r.grants[i].id = (uint32_t)id;
+		r.grants[i].start = t->next_start[id];
 	}
 	r.count = m.count;
 	return req_reply_ok(s, req, &r, (uint32_t)cuflag_alloc_reply_len(m.count), fds,
@@ -259,23 +241,19 @@ void request_expire_parked(struct server *srv, struct session *s, uint64_t now_m
 static int req_free(struct server *srv, struct session *s, struct request *req)
 {
 	uint32_t ids[CUFLAG_BATCH_MAX], zero, count = req_id_batch(req, ids, &zero);
-	struct scanner_cmd *cmds[CUFLAG_BATCH_MAX];
 
 	/* Check every id first: a bad batch frees nothing. */
 	if (!slot_table_all_in(&s->slots, ids, count, SLOT_LIVE)) {
 		req->why = "FREE names a slot the client does not hold, or one twice";
 		return REQ_REFUSE(-EINVAL);
 	}
-	if (req_alloc_cmds(cmds, count)) {
+	if (slot_table_reserve(&s->slots, count)) {
 		req->why = "out of memory";
 		return REQ_REFUSE(-ENOMEM);
 	}
 	for (uint32_t i = 0; i < count; i++) {
-		slot_retire(&s->slots, ids[i]);
+		(void)slot_retire(&s->slots, ids[i]); /* checked and reserved above */
 		export_slot_freed(srv, s, ids[i]);
-		*cmds[i] = (struct scanner_cmd){ .op = SCAN_DEL_SLOT, .sess = s->scan,
-						 .slot = ids[i], .owner = s };
-		scanner_submit(srv->sc, cmds[i]);
 	}
 	return req_reply_ok(s, req, NULL, 0, NULL, 0);
 }
@@ -283,7 +261,6 @@ static int req_free(struct server *srv, struct session *s, struct request *req)
 static int req_bind(struct server *srv, struct session *s, struct request *req)
 {
 	struct cuflag_msg_bind m;
-	struct scanner_cmd *c;
 	int rc;
 
 	memcpy(&m, req->body, sizeof(m));
@@ -297,18 +274,13 @@ static int req_bind(struct server *srv, struct session *s, struct request *req)
 	}
 	if ((rc = req_take_eventfd(req, req->fds[0], "BIND: the fd is not an eventfd")))
 		return rc;
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
-	*c = (struct scanner_cmd){ .op = SCAN_SET_EFD, .sess = s->scan, .slot = m.id,
-				   .efd = req->fds[0], .owner = s, .req_id = req->h.req_id };
-	(void)slot_bind(&s->slots, m.id, req->fds[0]); /* not grouped: checked above */
-	req->fds[0] = -1; /* the slot's now; the old one closes when handed back */
 	/* Answered once the scanner has switched: from the reply on, no signal
 	 * goes to the old eventfd. */
-	scanner_submit(srv->sc, c);
+	if ((rc = slot_bind(&s->slots, m.id, req->fds[0], req->h.req_id))) {
+		req->why = "out of memory"; /* the rest was checked above */
+		return REQ_REFUSE(rc);
+	}
+	req->fds[0] = -1; /* the slot's now; the old one closes when handed back */
 	return 0;
 }
 
@@ -316,16 +288,12 @@ static int req_bind(struct server *srv, struct session *s, struct request *req)
 static int set_group(struct server *srv, struct session *s, struct request *req, uint32_t id,
 		     int efd)
 {
-	struct scanner_cmd *c = calloc(1, sizeof(*c));
+	int rc = efd >= 0 ? slot_group_make(&s->slots, id, efd) : slot_group_unmake(&s->slots, id);
 
-	if (!c) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
+	if (rc) {
+		req->why = "out of memory"; /* the rest was checked by the caller */
+		return REQ_REFUSE(rc);
 	}
-	*c = (struct scanner_cmd){ .op = SCAN_SET_GROUP, .sess = s->scan, .slot = id, .efd = efd,
-				   .owner = s };
-	slot_group_set(&s->slots, id, efd);
-	scanner_submit(srv->sc, c);
 	return req_reply_ok(s, req, NULL, 0, NULL, 0);
 }
 

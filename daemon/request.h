@@ -23,7 +23,6 @@
 
 struct server;
 struct session;
-struct scanner_cmd;
 
 struct request {
 	struct cuflag_msg_hdr h;
@@ -73,9 +72,6 @@ uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX],
 /* n eventfds below the daemon's fd reserve, all or none: 0 or a negative
  * errno. */
 int req_new_eventfds(struct server *srv, int *fds, uint32_t n);
-
-/* n zeroed scanner commands, all or none: 0 or -ENOMEM. */
-int req_alloc_cmds(struct scanner_cmd **cmds, uint32_t n);
 
 /* Whether fd is an eventfd (and not, say, a pipe that could block us); made
  * non-blocking on the daemon's side. 0, or REQ_REFUSE with req->why. */

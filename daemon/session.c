@@ -57,7 +57,6 @@ static void session_free(struct server *srv, struct session *s)
 {
 	answer_cancel(srv, s); /* at exit: one may still be on its way */
 	free(s->parked);
-	free(s->adopt_cmd); /* never handed to the scanner */
 	slot_table_free(&s->slots);
 	metrics_session_free(&s->met);
 	export_session_free(s);
@@ -146,21 +145,16 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 		return;
 	}
 	/* A resume dropped before all its slots were adopted keeps its held-back
-	 * ADD_SESSION (session_free frees it): the scanner never reads that
+	 * ADD_SESSION (freed with the slot table): the scanner never reads that
 	 * queue. Were it added now, its first pass would take the arms queued
 	 * for the slots not adopted yet, refuse them as not owned and move the
 	 * region's head past them, and the client's next resume would start
 	 * after arms no daemon ever signals. The DEL_SESSION below lets go of
 	 * the slots already adopted. */
-	/* The scanner may be reading the region right now: it lets go first. */
-	struct scanner_cmd *c = calloc(1, sizeof(*c));
-	if (!c) {
-		/* Without a command the region must stay; it is reclaimed at exit. */
+	/* The scanner may be reading the region right now: it lets go first.
+	 * Without a command the region must stay; it is reclaimed at exit. */
+	if (slot_table_stop(&s->slots))
 		ulog(LOG_ERR, s, "out of memory while dropping; region kept until exit");
-		return;
-	}
-	*c = (struct scanner_cmd){ .op = SCAN_DEL_SESSION, .sess = s->scan, .owner = s };
-	scanner_submit(srv->sc, c);
 }
 
 /* ---------------------------------------------------------------- */

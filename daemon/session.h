@@ -45,7 +45,6 @@ struct session {
 	int wake_fd;
 	struct slot_table slots;
 	uint32_t adopt_left; /* after a resuming ATTACH: slots still to come in ADOPTs */
-	struct scanner_cmd *adopt_cmd; /* the ADD_SESSION held back until then */
 
 	/* An ALLOC waiting for freed slots to come back from the scanner (a
 	 * client that frees and allocates at once must not see -ENOSPC). While
