@@ -6,11 +6,11 @@
 #include <check.h>
 #include <stdlib.h>
 
-/* Run the tests of a NULL-terminated list as suite name; the exit status. */
-static inline int unit_run(const char *name, const TTest *const *tests)
+/* Run the test case tc (its timeout set here) as suite name; the exit
+ * status. */
+static inline int unit_run_case(const char *name, TCase *tc)
 {
 	Suite *s = suite_create(name);
-	TCase *tc = tcase_create("core");
 	SRunner *sr;
 	int failed;
 
@@ -18,14 +18,22 @@ static inline int unit_run(const char *name, const TTest *const *tests)
 	 * test runs (promtool starts in seconds on a loaded 2-CPU machine),
 	 * passes it by as much as the machine is busy. */
 	tcase_set_timeout(tc, 120);
-	for (; *tests; tests++)
-		tcase_add_test(tc, *tests);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* Run the tests of a NULL-terminated list as suite name; the exit status. */
+static inline int unit_run(const char *name, const TTest *const *tests)
+{
+	TCase *tc = tcase_create("core");
+
+	for (; *tests; tests++)
+		tcase_add_test(tc, *tests);
+	return unit_run_case(name, tc);
 }
 
 #endif
