@@ -22,6 +22,30 @@ struct retired_page {
 	struct retired_page *next;
 };
 
+/*
+ * The connection's state as the client follows it for an event loop
+ * (dispatch.c, under dispatch_lock), moved only by conn_move() there, which
+ * asserts each move is one of these:
+ *
+ *   SERVED --hang-up--> GONE --HELLO sent--> RESUMING
+ *     |  ^               | ^ <-attempt failed-- |
+ *     |  +---resumed, here or by any call------+
+ *     +--hang-up, no resume can mend it (cuflag__resumable())--> LOST
+ *   any of them --the client freed--> CLOSED
+ *
+ * Calls that block (a request, a wait, an arm on a full queue) resume by
+ * themselves (cuflag__resume()); the loop's state follows them through the
+ * connection generation. A client in a child of fork(2) is none of these:
+ * cuflag__forked() refuses it at every entry.
+ */
+enum cuflag_conn_state {
+	CUFLAG_CONN_SERVED,   /* a daemon serves the connection (a new client's state) */
+	CUFLAG_CONN_GONE,     /* it hung up: attempts spaced, flags looked at */
+	CUFLAG_CONN_RESUMING, /* an attempt's HELLO is out (attempt.sock), its answer awaited */
+	CUFLAG_CONN_LOST,     /* it hung up, and its flags died with it */
+	CUFLAG_CONN_CLOSED,   /* the client is being freed */
+};
+
 struct cuflag_client {
 	/* The connection. Its fd number never changes: a resume puts the new
 	 * connection in its place (dup2), so no thread can use a stale number. */
@@ -66,12 +90,13 @@ struct cuflag_client {
 	pthread_mutex_t dispatch_lock;
 	_Atomic int dispatch_ep;  /* what the loop waits on; -1 until asked for */
 	unsigned dispatch_gen;    /* the connection generation it watches */
-	uint64_t gone_ns;         /* when dispatch found the daemon gone; 0: served */
+	enum cuflag_conn_state conn_state;
+	uint64_t gone_ns;         /* when it found the daemon gone (not SERVED) */
 	uint64_t try_ns;          /* while gone: the next resume attempt */
 	uint64_t look_ns;         /* while gone: the next look at the flags */
 	unsigned look_us;         /* the sleep before it, growing */
 	uint64_t probe_ns;        /* the next fault probe of CUDA slots */
-	int refusal;              /* why the daemon that listens refused us, or 0 */
+	int refusal;              /* why the daemon that listens refused us, or 0 (not SERVED) */
 	struct cuflag_attempt {   /* a resume attempt that does not wait */
 		int sock;         /* its HELLO sent; -1: none */
 		uint32_t id;

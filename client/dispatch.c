@@ -18,7 +18,12 @@
  * slot and group eventfds wakes and finds the value landed; and slots
  * signalled from CUDA are probed for a device fault, whose doorbell rings
  * too. A doorbell counts nothing: counts come from the daemon's record.
+ *
+ * The connection's state (SERVED, GONE, RESUMING, LOST, CLOSED: the picture
+ * is in client-private.h) is kept here, and conn_move() is the one place it
+ * changes.
  */
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -102,7 +107,31 @@ static int readable(int fd)
 	return poll(&p, 1, 0) > 0;
 }
 
-/* What an attempt's failure says about the daemon that listens. */
+/*
+ * The one place the connection's state moves (dispatch_lock held, or the
+ * client going): every move is checked against the picture in
+ * client-private.h.
+ */
+static void conn_move(struct cuflag_client *c, enum cuflag_conn_state to)
+{
+	static const unsigned legal[] = {
+		[CUFLAG_CONN_SERVED] = 1u << CUFLAG_CONN_GONE | 1u << CUFLAG_CONN_LOST |
+				       1u << CUFLAG_CONN_CLOSED,
+		[CUFLAG_CONN_GONE] = 1u << CUFLAG_CONN_RESUMING | 1u << CUFLAG_CONN_SERVED |
+				     1u << CUFLAG_CONN_CLOSED,
+		[CUFLAG_CONN_RESUMING] = 1u << CUFLAG_CONN_GONE | 1u << CUFLAG_CONN_SERVED |
+					 1u << CUFLAG_CONN_CLOSED,
+		[CUFLAG_CONN_LOST] = 1u << CUFLAG_CONN_CLOSED,
+		[CUFLAG_CONN_CLOSED] = 0,
+	};
+
+	assert((unsigned)c->conn_state < sizeof(legal) / sizeof(legal[0]));
+	assert(legal[c->conn_state] & 1u << to);
+	c->conn_state = to;
+}
+
+/* An attempt failed: what its error says about the daemon that listens
+ * spaces the next. */
 static void attempt_failed(struct cuflag_client *c, int rc, uint64_t now)
 {
 	if (cuflag__resume_final(rc, CUFLAG_RESUME_BY_LOOP))
@@ -110,30 +139,39 @@ static void attempt_failed(struct cuflag_client *c, int rc, uint64_t now)
 	c->try_ns = now + (c->refusal ? RESUME_REFUSED_NS : RESUME_SPACING_NS);
 }
 
-/* The resume attempt: finish it once the daemon answered (or give it up
- * after a reply timeout), else start one when the spacing allows. */
-static void attempt_step(struct cuflag_client *c, int ep, uint64_t now)
+/* RESUMING: finish the attempt once the daemon answered, or give it up
+ * after a reply timeout. A resume (here or by another thread) is left to
+ * the generation check that follows. */
+static void attempt_finish(struct cuflag_client *c, uint64_t now)
 {
 	struct cuflag_attempt *a = &c->attempt;
 	int rc;
 
-	if (a->sock >= 0) {
-		if (readable(a->sock))
-			rc = cuflag__attempt_finish(c, a);
-		else if (now - a->sent_ns < CUFLAG_REPLY_TIMEOUT_S * 1000000000ull)
-			return;
-		else {
-			a->sock = safe_close(a->sock); /* the daemon did not answer */
-			rc = -ETIMEDOUT;
-		}
-		if (rc && rc != -EAGAIN)
-			attempt_failed(c, rc, now);
+	if (readable(a->sock))
+		rc = cuflag__attempt_finish(c, a);
+	else if (now - a->sent_ns < CUFLAG_REPLY_TIMEOUT_S * 1000000000ull)
 		return;
+	else {
+		a->sock = safe_close(a->sock); /* the daemon did not answer */
+		rc = -ETIMEDOUT;
 	}
+	if (rc && rc != -EAGAIN) {
+		conn_move(c, CUFLAG_CONN_GONE);
+		attempt_failed(c, rc, now);
+	}
+}
+
+/* GONE: start an attempt when the spacing allows. */
+static void attempt_start(struct cuflag_client *c, int ep, uint64_t now)
+{
+	struct cuflag_attempt *a = &c->attempt;
+	int rc;
+
 	if (now < c->try_ns)
 		return;
 	rc = cuflag__attempt_start(c, c->dispatch_gen, RESUME_SPACING_NS, a);
 	if (rc == -EINPROGRESS) {
+		conn_move(c, CUFLAG_CONN_RESUMING);
 		a->sent_ns = now;
 		if ((rc = cuflag__epoll_watch(ep, a->sock))) /* then the timeout finds the answer */
 			c->try_ns = now + RESUME_SPACING_NS;
@@ -142,6 +180,33 @@ static void attempt_step(struct cuflag_client *c, int ep, uint64_t now)
 	} else if (rc == -EAGAIN) {
 		c->try_ns = now + RESUME_SPACING_NS / 5; /* another thread's turn */
 	}
+}
+
+/* SERVED: whether the daemon hung up; if so, the state and the clocks of a
+ * connection without a daemon. */
+static int noticed_gone(struct cuflag_client *c, uint64_t now)
+{
+	if (!cuflag__daemon_gone(c))
+		return 0;
+	conn_move(c, cuflag__resumable(c) ? CUFLAG_CONN_GONE : CUFLAG_CONN_LOST);
+	c->gone_ns = now;
+	c->try_ns = now;
+	c->look_ns = now;
+	c->look_us = GONE_SLEEP_FIRST_US;
+	return 1;
+}
+
+/* Without a daemon: look at the flags, after sleeps that grow while none
+ * moved. */
+static void look(struct cuflag_client *c, uint64_t now)
+{
+	if (now < c->look_ns)
+		return;
+	if (ring_moved(c))
+		c->look_us = GONE_SLEEP_FIRST_US;
+	else if (c->look_us < GONE_SLEEP_MAX_US)
+		c->look_us *= 2;
+	c->look_ns = now + c->look_us * 1000ull;
 }
 
 /* One dispatch (dispatch_lock held): 0 while a daemon serves, else why not. */
@@ -153,17 +218,19 @@ static int step(struct cuflag_client *c)
 
 	if (ep < 0)
 		return ep;
+	assert(c->conn_state != CUFLAG_CONN_CLOSED);
 	/* Take the edges: the fd stays quiet until the next change. */
 	while (epoll_wait(ep, ev, 4, 0) == 4)
 		;
-	if (c->gone_ns && c->attempt.sock >= 0 && cuflag__resumable(c))
-		attempt_step(c, ep, now);
+	if (c->conn_state == CUFLAG_CONN_RESUMING)
+		attempt_finish(c, now);
 	if (atomic_load(&c->conn_gen) != c->dispatch_gen) {
 		/* Resumed, here or by another thread's call. */
 		c->dispatch_gen = atomic_load(&c->conn_gen);
 		c->attempt.sock = safe_close(c->attempt.sock);
-		c->gone_ns = 0;
 		c->refusal = 0;
+		if (c->conn_state != CUFLAG_CONN_SERVED)
+			conn_move(c, CUFLAG_CONN_SERVED);
 		cuflag__dispatch_watch(c);
 	}
 	/* Once the client signalled from CUDA, as often as a blocking wait
@@ -172,25 +239,13 @@ static int step(struct cuflag_client *c)
 		probe_faults(c);
 		c->probe_ns = now + FAULT_PROBE_MS * 1000000ull;
 	}
-	if (!c->gone_ns) {
-		if (!cuflag__daemon_gone(c))
-			return 0;
-		c->gone_ns = now;
-		c->try_ns = now;
-		c->look_ns = now;
-		c->look_us = GONE_SLEEP_FIRST_US;
-	}
-	if (now >= c->look_ns) {
-		if (ring_moved(c))
-			c->look_us = GONE_SLEEP_FIRST_US;
-		else if (c->look_us < GONE_SLEEP_MAX_US)
-			c->look_us *= 2;
-		c->look_ns = now + c->look_us * 1000ull;
-	}
-	if (!cuflag__resumable(c))
+	if (c->conn_state == CUFLAG_CONN_SERVED && !noticed_gone(c, now))
+		return 0;
+	look(c, now);
+	if (c->conn_state == CUFLAG_CONN_LOST)
 		return -EOPNOTSUPP; /* its flags died with the daemon */
-	if (c->attempt.sock < 0)
-		attempt_step(c, ep, now);
+	if (c->conn_state == CUFLAG_CONN_GONE)
+		attempt_start(c, ep, now);
 	if (atomic_load(&c->conn_gen) != c->dispatch_gen)
 		return step(c); /* resumed just now */
 	if (c->refusal)
@@ -248,9 +303,9 @@ CUFLAG_EXPORT int cuflag_client_dispatch_timeout(cuflag_client *c, int *timeout_
 	pthread_mutex_lock(&c->dispatch_lock);
 	if (c->cuda_probe)
 		at = c->probe_ns;
-	if (c->gone_ns) {
+	if (c->conn_state != CUFLAG_CONN_SERVED) {
 		at = c->look_ns < at ? c->look_ns : at;
-		if (c->attempt.sock >= 0) {
+		if (c->conn_state == CUFLAG_CONN_RESUMING) {
 			uint64_t give_up = c->attempt.sent_ns + CUFLAG_REPLY_TIMEOUT_S * 1000000000ull;
 			at = give_up < at ? give_up : at;
 		} else if (c->try_ns < at) {
@@ -284,5 +339,6 @@ void cuflag__dispatch_free(struct cuflag_client *c)
 	if (ep >= 0)
 		close(ep);
 	c->attempt.sock = safe_close(c->attempt.sock);
+	conn_move(c, CUFLAG_CONN_CLOSED);
 	pthread_mutex_destroy(&c->dispatch_lock);
 }
