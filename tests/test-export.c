@@ -32,6 +32,7 @@
 #include "fdpass.h"
 #include "harness.h"
 #include "test-runner.h"
+#include "unix-socket.h"
 
 static struct daemon_proc d;
 
@@ -193,7 +194,7 @@ TEST(two_users_restart)
 
 	daemon_start(&b, 0, NULL);
 	CHECK(chmod(b.dir, 0711) == 0);
-	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
+	CHECK(cuflag_unix_pair(sp) == 0);
 	pid = fork();
 	CHECK(pid >= 0);
 	if (!pid) {
@@ -390,7 +391,7 @@ TEST(revoke_sigkill)
 	int sp[2], fd;
 	pid_t pid;
 
-	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
+	CHECK(cuflag_unix_pair(sp) == 0);
 	pid = fork();
 	CHECK(pid >= 0);
 	if (!pid) {
@@ -579,7 +580,7 @@ TEST(restart_exporter_gone)
 	pid_t pid;
 
 	daemon_start(&b, 0, NULL);
-	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
+	CHECK(cuflag_unix_pair(sp) == 0);
 	pid = fork();
 	CHECK(pid >= 0);
 	if (!pid) {

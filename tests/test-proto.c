@@ -14,6 +14,7 @@
 #include "cuflag-proto.h"
 #include "fdpass.h"
 #include "proto.h"
+#include "unix-socket.h"
 #include "unit-run.h"
 
 static size_t build(uint8_t *buf, uint16_t type, const void *body, uint32_t blen, uint16_t nfds)
@@ -171,7 +172,7 @@ START_TEST(test_fdpass_roundtrip)
 	unsigned n = 0;
 	char buf[16];
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
+	ck_assert_int_eq(cuflag_unix_pair(sp), 0);
 	for (int i = 0; i < 3; i++)
 		fds[i] = eventfd(0, EFD_CLOEXEC);
 	ck_assert_int_eq(cuflag_send_msg(sp[0], "hello", 5, fds, 3, 0), 0);
@@ -195,7 +196,7 @@ START_TEST(test_fdpass_too_many_fds)
 	char buf[16];
 	int before;
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
+	ck_assert_int_eq(cuflag_unix_pair(sp), 0);
 	for (int i = 0; i < 8; i++)
 		fds[i] = eventfd(0, EFD_CLOEXEC);
 	before = count_open_fds();
@@ -217,7 +218,7 @@ START_TEST(test_fdpass_no_fds_allowed)
 	char buf[16];
 	int before;
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
+	ck_assert_int_eq(cuflag_unix_pair(sp), 0);
 	fd = eventfd(0, EFD_CLOEXEC);
 	before = count_open_fds();
 	ck_assert_int_eq(cuflag_send_msg(sp[0], "x", 1, &fd, 1, 0), 0);
@@ -235,7 +236,7 @@ START_TEST(test_fdpass_truncated_message)
 	unsigned n;
 	char big[256] = { 0 }, buf[16];
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
+	ck_assert_int_eq(cuflag_unix_pair(sp), 0);
 	ck_assert_int_eq(cuflag_send_msg(sp[0], big, sizeof(big), NULL, 0, 0), 0);
 	ck_assert_int_eq(cuflag_recv_msg(sp[1], buf, sizeof(buf), got, 1, &n, 0), -EMSGSIZE);
 	close(sp[0]);
