@@ -46,17 +46,37 @@ enum cuflag_conn_state {
 	CUFLAG_CONN_CLOSED,   /* the client is being freed */
 };
 
+/*
+ * The library's mutexes, in the order a thread takes them: holding one, it
+ * takes only those further down (TSan checks it in CI: scripts/test.sh).
+ *
+ *   dispatch_lock  an event loop's dispatch step (dispatch.c)
+ *   s->lock        a slot's next value, held until its arm is written: a
+ *                  slot's arms reach the daemon in value order, and a CUDA
+ *                  arm's value is on a stream before it is written (cuda.c);
+ *                  a resume that a full queue needs runs under it (only that
+ *                  slot's arms wait behind it)
+ *   resume_lock    one resume at a time
+ *   req_lock       one request on the connection at a time
+ *   g->lock        a group's drain
+ *   slots_lock     the client's lists of slots and groups
+ *
+ * dispatch_lock and s->lock are never held together. Two more are leaves,
+ * under which nothing is taken: arm_lock (the arm queue's one producer,
+ * taken under s->lock; a resume that a full queue needs runs with it let
+ * go: slot-arm.c) and the CUDA binding's lock (cuda.c).
+ */
 struct cuflag_client {
 	/* The connection. Its fd number never changes: a resume puts the new
 	 * connection in its place (dup2), so no thread can use a stale number. */
 	int sock;
 	char path[108];           /* the daemon's socket, to resume with */
 	int region_fd;            /* ours: a daemon that restarts is handed it again */
-	pthread_mutex_t req_lock; /* one request in flight at a time */
+	pthread_mutex_t req_lock; /* one request in flight at a time (order above) */
 	uint32_t next_req;
 
 	/* Resuming with the daemon that listens after a restart (resume.c). */
-	pthread_mutex_t resume_lock; /* at most one resume in flight */
+	pthread_mutex_t resume_lock; /* at most one resume in flight (order above) */
 	_Atomic unsigned conn_gen;   /* bumped by every resume */
 	uint64_t last_try_ns;        /* attempts are spaced while nobody listens */
 	_Atomic int resume_timeout_ms;
@@ -77,16 +97,16 @@ struct cuflag_client {
 	uint64_t epoch;
 	int slab;
 
-	pthread_mutex_t arm_lock; /* the arm queue has one producer at a time */
+	pthread_mutex_t arm_lock; /* the arm queue has one producer at a time (a leaf) */
 	uint32_t tail_local;
 	uint32_t head_seen;       /* the head as last read (under arm_lock) */
 
-	pthread_mutex_t slots_lock;
+	pthread_mutex_t slots_lock; /* the lists below (taken last) */
 	struct cuflag_slot *slots; /* every slot held, for disconnect */
 	struct cuflag_slot **by_id; /* layout.nslots: the slot of each id (slots_lock) */
 	struct cuflag_group **groups; /* layout.ngroups: the group of each id (slots_lock) */
 
-	/* Driven by an event loop (dispatch.c), under dispatch_lock. */
+	/* Driven by an event loop (dispatch.c), under dispatch_lock (taken first). */
 	pthread_mutex_t dispatch_lock;
 	_Atomic int dispatch_ep;  /* what the loop waits on; -1 until asked for */
 	unsigned dispatch_gen;    /* the connection generation it watches */
@@ -120,7 +140,7 @@ struct cuflag_slot {
 	uint32_t id;
 	int efd;
 	volatile uint32_t *flag;
-	pthread_mutex_t lock;    /* reserving the next value */
+	pthread_mutex_t lock;    /* reserving the next value, until armed (order above) */
 	_Atomic uint32_t next;   /* last value reserved */
 	_Atomic uint32_t first;  /* the oldest value a wait may name (cuflag__reserved) */
 	void *_Atomic data;      /* the caller's, cuflag_slot_set_data() */
@@ -148,7 +168,7 @@ struct cuflag_group {
 	uint32_t id;
 	int efd;
 	volatile struct cuflag_group_ring *ring;
-	pthread_mutex_t lock;    /* one drain at a time */
+	pthread_mutex_t lock;    /* one drain at a time (order above) */
 	uint32_t head;           /* records consumed (the truth of ring->head) */
 	uint32_t overflows_seen;
 	_Atomic int rescan;      /* look at every slot of the group at the next drain */

@@ -42,27 +42,31 @@ static int queue_full(struct cuflag_client *c, uint32_t cap)
 	return c->tail_local - c->head_seen >= cap;
 }
 
-int cuflag__publish(struct cuflag_slot *s, uint32_t target)
+/*
+ * Wait for room in the arm queue, arm_lock held; 0 with it held, or an
+ * error with it let go. The scanner drains the queue every pass: make sure
+ * it is awake, then wait, yielding first and then sleeping so a busy node
+ * leaves it the CPU. With no daemon the queue waits for the next one: resume,
+ * up to the client's resume timeout (arms queued meanwhile are its first
+ * work), with arm_lock let go for it, so that no resume runs under the lock
+ * every arm of the client takes; the arm is written once there is room.
+ */
+static int wait_for_room(struct cuflag_client *c, uint32_t cap)
 {
-	struct cuflag_client *c = s->c;
-	uint32_t cap = c->layout.queue_cap;
-
-	pthread_mutex_lock(&c->arm_lock);
-	/* Full: the scanner drains every pass; make sure it is awake, then wait,
-	 * yielding first and then sleeping so a busy node leaves it the CPU.
-	 * With no daemon the queue waits for the next one: resume, up to the
-	 * client's resume timeout (arms queued meanwhile are its first work). */
 	for (unsigned k = 0; queue_full(c, cap); k++) {
 		cuflag__wake_scanner(c);
 		if ((k & 15) == 15 && cuflag__daemon_gone(c)) {
-			int rc = cuflag__resume(c, atomic_load(&c->conn_gen), 1);
-			if (rc) {
-				pthread_mutex_unlock(&c->arm_lock);
+			unsigned gen = atomic_load(&c->conn_gen);
+			int rc;
+
+			pthread_mutex_unlock(&c->arm_lock);
+			rc = cuflag__resume(c, gen, 1);
+			if (rc)
 				return rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -ENOENT ||
 						       rc == -ETIMEDOUT
 					       ? -ENOTCONN
 					       : rc;
-			}
+			pthread_mutex_lock(&c->arm_lock);
 			continue;
 		}
 		if (k < 16) {
@@ -72,6 +76,18 @@ int cuflag__publish(struct cuflag_slot *s, uint32_t target)
 			nanosleep(&ts, NULL);
 		}
 	}
+	return 0;
+}
+
+int cuflag__publish(struct cuflag_slot *s, uint32_t target)
+{
+	struct cuflag_client *c = s->c;
+	uint32_t cap = c->layout.queue_cap;
+	int rc;
+
+	pthread_mutex_lock(&c->arm_lock);
+	if ((rc = wait_for_room(c, cap)))
+		return rc;
 	struct cuflag_arm *e = &c->queue[c->tail_local & (cap - 1)];
 	e->slot = s->id;
 	e->target = target;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -493,6 +494,53 @@ TEST(resume_after_a_given_up_one)
 	hand_region_free(&r);
 	CHECK(daemon_stop(&d) == 0);
 	printf("restart: a resume waits until the scanner let go of the attempt before it\n");
+}
+
+/* ---- a full arm queue while no daemon runs ---- */
+
+static cuflag_slot *full_slot;
+static _Atomic int full_armed;
+
+static void *arm_into_full(void *t)
+{
+	CHECK_RC(cuflag_slot_arm(full_slot, t));
+	atomic_store(&full_armed, 1);
+	return NULL;
+}
+
+/* An arm that finds the queue full and the daemon gone resumes with the next
+ * one (the queue's lock let go meanwhile) and is made then, not lost: every
+ * value queued before it and it are counted by the new daemon. */
+TEST(full_queue_without_daemon)
+{
+	const char *args[] = { "--queue-size", "4", NULL };
+	struct daemon_proc a, b;
+	cuflag_client *c;
+	uint32_t t[5];
+	pthread_t th;
+
+	daemon_start(&a, 0, args);
+	CHECK_RC(cuflag_connect(a.sock, &c));
+	CHECK_RC(cuflag_slot_acquire(c, &full_slot));
+	CHECK(daemon_stop_keep_dir(&a) == 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_RC(cuflag_slot_arm(full_slot, &t[i])); /* queued, nobody reads them */
+	atomic_store(&full_armed, 0);
+	CHECK(pthread_create(&th, NULL, arm_into_full, &t[4]) == 0);
+	usleep(50000);
+	CHECK(!atomic_load(&full_armed)); /* the queue waits for the next daemon */
+	daemon_start_at(&b, a.dir, a.sock, 0, args);
+	CHECK(pthread_join(th, NULL) == 0);
+	CHECK(t[4] == t[3] + 1);
+	sim_store(cuflag_slot_flag(full_slot), t[4]);
+	uint64_t got = 0;
+	for (int tries = 0; got < 5 && tries < 50; tries++)
+		got += drain(full_slot, 2000);
+	CHECK(got == 5);
+	cuflag_slot_release(full_slot);
+	cuflag_disconnect(c);
+	CHECK(daemon_stop(&b) == 0);
+	printf("restart: an arm into a full queue with no daemon waits for the next one\n");
 }
 
 int main(int argc, char **argv)
