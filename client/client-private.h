@@ -12,6 +12,7 @@
 #include "call.h"
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
+#include "fork.h"
 #include "proto.h"
 
 /* A daemon page mapping a resume replaced: other threads may still read it,
@@ -392,8 +393,6 @@ void cuflag__ring_unread(struct cuflag_client *c);
  * would touch them returns -ECHILD, and releasing or disconnecting only frees
  * the child's copies. cuflag__forked() is one load and one compare.
  */
-unsigned cuflag__fork_gen(void);
-void cuflag__watch_forks(void); /* once, before the first client is made */
 static inline int cuflag__forked(const struct cuflag_client *c)
 {
 	return c->fork_gen != cuflag__fork_gen();

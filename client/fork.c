@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "client-private.h"
+#include "fork.h"
 
 static _Atomic unsigned fork_gen;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
