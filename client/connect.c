@@ -7,14 +7,10 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "client-private.h"
 #include "fd-util.h"
-#include "fdpass.h"
 #include "unix-socket.h"
 
 CUFLAG_EXPORT const char *cuflag_version(void)
