@@ -107,26 +107,27 @@ static int readable(int fd)
 	return poll(&p, 1, 0) > 0;
 }
 
-/*
- * The one place the connection's state moves (dispatch_lock held, or the
- * client going): every move is checked against the picture in
- * client-private.h.
- */
+/* The moves of the connection's state, as pictured in client-private.h. */
+static const unsigned conn_moves[] = {
+	[CUFLAG_CONN_SERVED] = 1u << CUFLAG_CONN_GONE | 1u << CUFLAG_CONN_LOST |
+			       1u << CUFLAG_CONN_CLOSED,
+	[CUFLAG_CONN_GONE] = 1u << CUFLAG_CONN_RESUMING | 1u << CUFLAG_CONN_SERVED |
+			     1u << CUFLAG_CONN_CLOSED,
+	[CUFLAG_CONN_RESUMING] = 1u << CUFLAG_CONN_GONE | 1u << CUFLAG_CONN_SERVED |
+				 1u << CUFLAG_CONN_CLOSED,
+	[CUFLAG_CONN_LOST] = 1u << CUFLAG_CONN_CLOSED,
+	[CUFLAG_CONN_CLOSED] = 0,
+};
+
+/* The one place the connection's state moves (dispatch_lock held, or the
+ * client being freed), each move asserted to be one of conn_moves. */
 static void conn_move(struct cuflag_client *c, enum cuflag_conn_state to)
 {
-	static const unsigned legal[] = {
-		[CUFLAG_CONN_SERVED] = 1u << CUFLAG_CONN_GONE | 1u << CUFLAG_CONN_LOST |
-				       1u << CUFLAG_CONN_CLOSED,
-		[CUFLAG_CONN_GONE] = 1u << CUFLAG_CONN_RESUMING | 1u << CUFLAG_CONN_SERVED |
-				     1u << CUFLAG_CONN_CLOSED,
-		[CUFLAG_CONN_RESUMING] = 1u << CUFLAG_CONN_GONE | 1u << CUFLAG_CONN_SERVED |
-					 1u << CUFLAG_CONN_CLOSED,
-		[CUFLAG_CONN_LOST] = 1u << CUFLAG_CONN_CLOSED,
-		[CUFLAG_CONN_CLOSED] = 0,
-	};
+	int legal = (unsigned)c->conn_state < sizeof(conn_moves) / sizeof(conn_moves[0]) &&
+		    conn_moves[c->conn_state] & 1u << to;
 
-	assert((unsigned)c->conn_state < sizeof(legal) / sizeof(legal[0]));
-	assert(legal[c->conn_state] & 1u << to);
+	assert(legal);
+	(void)legal;
 	c->conn_state = to;
 }
 
