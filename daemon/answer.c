@@ -9,8 +9,8 @@
 #include <sys/socket.h>
 
 #include "fdpass.h"
+#include "handler.h"
 #include "proto.h"
-#include "request.h"
 #include "server.h"
 #include "session.h"
 
@@ -27,6 +27,7 @@ struct answer {
 	uint32_t req_id;
 	int built;     /* build() said the answer is whole */
 	int wait_out;  /* the client's socket is full: waiting for it to read */
+	struct req_verdict failed; /* on the failed list: what its client is told */
 	/* Messages built and not sent yet, each a header and its body. */
 	uint8_t *out;
 	size_t out_len, out_off, out_cap;
@@ -90,7 +91,7 @@ int answer_hold(struct server *srv, struct session *s)
 	if (lane_now(s, cuflag_now_ns()) != LANE_OVER)
 		return 0;
 	s->held = 1;
-	session_set_events(srv, s, 0);
+	session_watch(srv->ep, s, 0);
 	list_add(&srv->answers, s);
 	return 1;
 }
@@ -100,7 +101,7 @@ static void unhold(struct server *srv, struct session *s)
 	s->held = 0;
 	list_del(&srv->answers, s);
 	/* Level-triggered: what it queued meanwhile is read at the next wait. */
-	session_set_events(srv, s, EPOLLIN);
+	session_watch(srv->ep, s, EPOLLIN);
 }
 
 /* ---------------------------------------------------------------- */
@@ -110,11 +111,12 @@ static void unhold(struct server *srv, struct session *s)
 int answer_start(struct server *srv, struct session *s, struct request *req,
 		 const struct answer_ops *ops, void *state)
 {
-	struct answer *a = calloc(1, sizeof(*a));
+	struct answer *a = state ? calloc(1, sizeof(*a)) : NULL;
 
 	assert(!s->answer && !s->held);
 	if (!a) {
-		ops->fini(state);
+		if (state)
+			ops->fini(state);
 		req->why = "out of memory";
 		return REQ_REFUSE(-ENOMEM);
 	}
@@ -124,7 +126,7 @@ int answer_start(struct server *srv, struct session *s, struct request *req,
 	a->req_id = req->h.req_id;
 	s->answer = a;
 	list_add(&srv->answers, s);
-	session_set_events(srv, s, 0);
+	session_watch(srv->ep, s, 0);
 	return 0;
 }
 
@@ -202,7 +204,31 @@ static void answer_done(struct server *srv, struct session *s)
 	answer_free(s->answer);
 	s->answer = NULL;
 	list_del(&srv->answers, s);
-	session_set_events(srv, s, EPOLLIN);
+	session_watch(srv->ep, s, EPOLLIN);
+}
+
+/* s's answer failed: off the list, onto the failed one, for the session's
+ * owner to drop s (answer_take_failed). */
+static void answer_fail(struct server *srv, struct session *s, struct req_verdict v)
+{
+	list_del(&srv->answers, s);
+	s->answer->failed = v;
+	s->anext = srv->answers.failed;
+	srv->answers.failed = s;
+}
+
+struct session *answer_take_failed(struct server *srv, struct req_verdict *v)
+{
+	struct session *s = srv->answers.failed;
+
+	if (!s)
+		return NULL;
+	srv->answers.failed = s->anext;
+	s->anext = NULL;
+	*v = s->answer->failed;
+	answer_free(s->answer);
+	s->answer = NULL;
+	return s;
 }
 
 /* One step of s's answer: send what waits, else build more and send it. */
@@ -223,12 +249,13 @@ static void step(struct server *srv, struct session *s)
 		rc = flush(s, a, &w);
 	answer_charge(srv, s, &w);
 	if (rc == -EPIPE || rc == -ECONNRESET) {
-		session_drop(srv, s, 0, NULL); /* it went away: no misdeed */
+		answer_fail(srv, s, req_drop(0, NULL)); /* it went away: no misdeed */
 	} else if (rc) {
 		ulog(LOG_WARNING, s, "%s answer failed: %s", a->ops->name, strerror(-rc));
-		session_drop(srv, s, rc, rc == -ENOMEM ? "out of memory" : "cannot send a reply");
+		answer_fail(srv, s,
+			    req_drop(rc, rc == -ENOMEM ? "out of memory" : "cannot send a reply"));
 	} else if (a->wait_out) {
-		session_set_events(srv, s, EPOLLOUT);
+		session_watch(srv->ep, s, EPOLLOUT);
 	} else if (a->built && a->out_off == a->out_len) {
 		answer_done(srv, s);
 	}
@@ -236,13 +263,9 @@ static void step(struct server *srv, struct session *s)
 
 void answer_on_event(struct server *srv, struct session *s, uint32_t events)
 {
-	if (events & (EPOLLHUP | EPOLLERR)) {
-		session_drop(srv, s, 0, NULL);
-		return;
-	}
 	if (s->answer && s->answer->wait_out && (events & EPOLLOUT)) {
 		s->answer->wait_out = 0;
-		session_set_events(srv, s, 0);
+		session_watch(srv->ep, s, 0);
 	}
 }
 

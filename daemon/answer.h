@@ -32,17 +32,20 @@ struct server;
 struct session;
 struct request;
 struct answer;
+struct req_verdict;
 
 /* The sessions with an answer or held for their user's budget, in the
- * order they are stepped (the server's). */
+ * order they are stepped (the server's); and those whose answer failed, for
+ * the session's owner to drop. */
 struct answer_list {
 	struct session *head, *tail;
+	struct session *failed;
 };
 
 /* What an answer builds. build() appends the next messages with
  * answer_emit(), doing at most about a step's work, and adds what it did to
  * *w; it returns 0 while there is more to come, 1 when the answer is whole,
- * or a negative errno (the client is dropped). fini() frees state. */
+ * or a negative errno (the answer fails). fini() frees state. */
 struct answer_ops {
 	const char *name;
 	int (*build)(struct server *srv, struct session *s, void *state, struct answer *a,
@@ -52,8 +55,8 @@ struct answer_ops {
 
 /*
  * Answer req with ops, state its own (fini()'d on every path, also when
- * this fails): from now on s is not read until the answer is sent. 0, or
- * REQ_REFUSE(-ENOMEM) with req->why set.
+ * this fails; NULL: there was no memory for it): from now on s is not read
+ * until the answer is sent. 0, or REQ_REFUSE(-ENOMEM) with req->why set.
  */
 int answer_start(struct server *srv, struct session *s, struct request *req,
 		 const struct answer_ops *ops, void *state);
@@ -73,13 +76,18 @@ int answer_hold(struct server *srv, struct session *s);
 /* Charge s's user for w (root and the admin group: nothing). */
 void answer_charge(struct server *srv, struct session *s, const struct loop_work *w);
 
-/* An epoll event for a session with an answer (its socket took room again,
- * or hung up). */
+/* An epoll event for a session with an answer or a hold, other than a
+ * hang-up (its socket took room again). */
 void answer_on_event(struct server *srv, struct session *s, uint32_t events);
 
 /* Step the answers for up to a slice; release the held connections whose
- * user is back within budget. */
+ * user is back within budget. An answer that fails (its client went away,
+ * or it could not be built or sent) goes to the failed list. */
 void answers_run(struct server *srv);
+
+/* The next session whose answer failed, with *v what becomes of it (a
+ * drop); its answer is gone. NULL when none is left. */
+struct session *answer_take_failed(struct server *srv, struct req_verdict *v);
 
 /* What the loop may wait in epoll_wait: 0 while an answer can step now,
  * the time until an over-budget user is back, or -1 when nothing waits. */

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "closer.h"
-#include "request.h"
+#include "handler.h"
 #include "server.h"
 #include "session.h"
 
@@ -430,15 +430,16 @@ int req_import(struct server *srv, struct session *s, struct request *req)
 	return import_open(srv, s, req, &o);
 }
 
-void export_on_done(struct server *srv, struct session *s, struct scanner_cmd *c)
+struct req_verdict export_on_done(struct session *s, struct scanner_cmd *c)
 {
 	struct cuflag_slot_grant g = { .id = c->slot, .start = c->start };
 	unsigned nfds = c->group || c->resume ? 0 : 1;
 
 	if (s->dead)
-		return; /* its slots' eventfds go with the session */
+		return REQ_KEEP; /* its slots' eventfds go with the session */
 	if (request_reply(s, CUFLAG_MSG_IMPORT, c->req_id, 0, &g, sizeof(g), &c->efd, nfds) < 0)
-		session_drop(srv, s, -EPIPE, "cannot send a reply");
+		return req_drop(-EPIPE, "cannot send a reply");
+	return REQ_KEEP;
 }
 
 /* ---------------------------------------------------------------- */

@@ -11,12 +11,14 @@
 
 #include <stdint.h>
 
+#include "handler.h"
+
 struct server;
 struct session;
 struct request;
 struct scanner_cmd;
 
-/* The handlers (request.c's table). */
+/* The handlers (request.c's table, handler.h's contract). */
 int req_export(struct server *srv, struct session *s, struct request *req);
 int req_import(struct server *srv, struct session *s, struct request *req);
 
@@ -32,8 +34,9 @@ void export_session_gone(struct server *srv, struct session *s);
 /* Free what s kept here (the session is freed). */
 void export_session_free(struct session *s);
 
-/* An ADD_IMPORT handed back: the IMPORT is answered. */
-void export_on_done(struct server *srv, struct session *s, struct scanner_cmd *c);
+/* An ADD_IMPORT handed back: the IMPORT is answered; whether the client
+ * stays. */
+struct req_verdict export_on_done(struct session *s, struct scanner_cmd *c);
 
 /* Every tick: imports a resume brought back whose exporter did not redeclare
  * within CUFLAG_IMPORT_RELINK_MS of the daemon's start are gone. */

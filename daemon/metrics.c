@@ -1,23 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 #include "metrics.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include "answer.h"
 #include "latency-hist.h"
-#include "request.h"
 #include "server.h"
 #include "session.h"
 #include "stuck.h"
-
-_Static_assert(LHIST_NBOUNDS == CUFLAG_HIST_BOUNDS, "the wire's bounds are the histogram's");
-_Static_assert(CUFLAG_STUCK_MAX <= 64, "a STUCK answer fits a socket's buffer");
 
 void metrics_session_init(struct session_metrics *m, int sock, pid_t pid)
 {
@@ -167,9 +159,7 @@ void metrics_totals_free(struct user_totals *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* The totals an asker may see, as of now: the table's (a user: its own
- * entry) and the counts of the clients not added to it yet, live or
- * dropped and not let go by the scanner (so that no total ever goes back). */
+/* The walk of metrics_totals_view(). */
 struct totals_view {
 	const struct session *asker;
 	struct user_total *v;
@@ -187,10 +177,8 @@ static void view_add(struct session *o, void *arg)
 	add_counts(total_in(tv->v, &tv->n, o->uid), o);
 }
 
-/* Into *out (malloc'ed, sorted by uid, the others' last): their count, or
- * -ENOMEM. */
-static int totals_view(struct server *srv, const struct session *s, struct user_total **out,
-		       struct loop_work *w)
+int metrics_totals_view(struct server *srv, const struct session *s, struct user_total **out,
+			struct loop_work *w)
 {
 	const struct user_totals *t = &srv->totals;
 	/* Room for every entry, every live user, and the others. */
@@ -210,102 +198,24 @@ static int totals_view(struct server *srv, const struct session *s, struct user_
 }
 
 /* ---------------------------------------------------------------- */
-/* METRICS                                                           */
+/* Records of the METRICS answer                                     */
 /* ---------------------------------------------------------------- */
 
-static uint32_t fds_open(void)
-{
-	struct stat st;
-	DIR *d;
-	uint32_t n = 0;
-
-	/* Since Linux 6.2 the directory's size is its count of fds: no entry
-	 * of it is looked up. Reading it instead leaves a cached entry per fd
-	 * charged to the daemon's memory cgroup (about 900 bytes each, after
-	 * the fd is closed: 13.7 MB for 15 000 fds, until reclaimed). */
-	if (stat("/proc/self/fd", &st) == 0 && st.st_size > 0)
-		return (uint32_t)st.st_size;
-	d = opendir("/proc/self/fd");
-	if (!d)
-		return 0;
-	for (struct dirent *e; (e = readdir(d));)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n ? n - 1 : 0; /* not the directory's own fd */
-}
-
-/* What the daemon sums over the clients an asker may see. */
-struct visible {
-	const struct session *asker;
-	uint32_t stuck;
-	uid_t uid;      /* visible_slots: whose */
+/* The slots uid's clients hold. */
+struct user_slots {
+	uid_t uid;
 	uint32_t slots;
 };
 
-static void sum_stuck(struct session *o, void *arg)
-{
-	struct visible *v = arg;
-	if (answer_sees(v->asker, o))
-		v->stuck += o->met.stuck;
-}
-
 static void sum_slots(struct session *o, void *arg)
 {
-	struct visible *v = arg;
+	struct user_slots *v = arg;
 	if (o->uid == v->uid)
 		v->slots += o->slots.nlive;
 }
 
-static int emit_daemon(struct server *srv, struct session *s, struct answer *a,
-		       struct loop_work *w)
-{
-	struct cuflag_metrics_daemon d;
-	struct visible v = { .asker = s };
-	struct scanner_stats st;
-	struct rlimit rl;
-	uint64_t pending;
-
-	memset(&d, 0, sizeof(d));
-	scanner_get_stats(srv->sc, &st);
-	d.kind = CUFLAG_METRICS_DAEMON;
-	d.flags = (srv->cfg->no_metrics ? 0 : CUFLAG_METRICS_F_TIMING) |
-		  (s->admin ? CUFLAG_METRICS_F_ALL : 0) | CUFLAG_METRICS_F_SCAN_TIMES;
-	d.uptime_ms = cuflag_now_ms() - srv->start_ms;
-	d.stuck_ms = srv->cfg->stuck_ms;
-	d.connections = srv->users.total[USER_CONNS];
-	server_totals(srv, &d.regions, &d.slots, &pending);
-	d.pending = (uint32_t)pending;
-	registry_each(&srv->reg, REG_ATTACHED, sum_stuck, &v);
-	d.stuck = v.stuck;
-	d.fds_open = fds_open();
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		d.fds_limit = rl.rlim_cur > UINT32_MAX ? UINT32_MAX : (uint32_t)rl.rlim_cur;
-	for (unsigned i = 0; i < USERS_BUCKETS; i++)
-		for (struct user *u = srv->users.bucket[i]; u; u = u->next)
-			d.users += u->held[USER_CONNS] > 0;
-	d.scanner_state = st.state;
-	d.nbounds = CUFLAG_HIST_BOUNDS;
-	d.armed = st.armed;
-	d.completions = st.completions;
-	d.wakes = st.wakes;
-	d.passes = st.passes;
-	d.parks = st.parks;
-	d.bad_arms = st.bad_arms;
-	d.dropped = srv->dropped;
-	d.scanner_cpu_ns = st.cpu_ns;
-	d.wakeups = st.wakeups;
-	d.parked_ns = st.parked_ns;
-	d.sleeping_ns = st.sleeping_ns;
-	d.spinning_ns = st.spinning_ns;
-	memcpy(d.bounds_ns, lhist_bounds_ns, sizeof(d.bounds_ns));
-	/* Its totals walk every client three times. */
-	w->sessions += 3 * srv->users.total[USER_CONNS];
-	return answer_emit(a, &d, sizeof(d));
-}
-
-static void fill_user(struct cuflag_metrics_user *r, struct server *srv, uid_t uid,
-		      const struct user *u, uint64_t now_ms)
+void metrics_user_fill(struct cuflag_metrics_user *r, struct server *srv, uid_t uid,
+		       const struct user *u, uint64_t now_ms)
 {
 	const struct drop_table_entry *e = drop_find(&srv->drops, uid);
 
@@ -313,7 +223,7 @@ static void fill_user(struct cuflag_metrics_user *r, struct server *srv, uid_t u
 	r->kind = CUFLAG_METRICS_USER;
 	r->uid = uid;
 	if (u) {
-		struct visible v = { .uid = uid };
+		struct user_slots v = { .uid = uid };
 		registry_each(&srv->reg, REG_ATTACHED, sum_slots, &v);
 		r->connections = u->held[USER_CONNS];
 		r->regions = u->held[USER_REGIONS];
@@ -327,9 +237,7 @@ static void fill_user(struct cuflag_metrics_user *r, struct server *srv, uid_t u
 	}
 }
 
-/* The users the asker may see (itself; root and the admin group: all), those
- * connected first, at most DROP_USERS in all, into uids. */
-static uint32_t users_seen(struct server *srv, const struct session *s, uid_t *uids)
+uint32_t metrics_users_seen(struct server *srv, const struct session *s, uid_t *uids)
 {
 	uint32_t n = 0;
 
@@ -348,8 +256,8 @@ static uint32_t users_seen(struct server *srv, const struct session *s, uid_t *u
 	return n;
 }
 
-static void fill_client(struct cuflag_metrics_client *r, struct server *srv,
-			const struct session *o, struct lhist_snap *snap, struct loop_work *w)
+void metrics_client_fill(struct cuflag_metrics_client *r, struct server *srv,
+			 const struct session *o, struct lhist_snap *snap, struct loop_work *w)
 {
 	const struct client_ident *id = &o->met.ident;
 	uint64_t now = cuflag_now_ns(), oldest;
@@ -385,125 +293,4 @@ static void fill_client(struct cuflag_metrics_client *r, struct server *srv,
 	memcpy(r->pod, id->pod, sizeof(r->pod));
 	memcpy(r->container, id->container, sizeof(r->container));
 	memcpy(r->cgroup, id->cgroup, sizeof(r->cgroup));
-}
-
-/* Users sent per step, and clients looked at per step at most. */
-#define USERS_STEP 8u
-#define CLIENTS_STEP 4u
-
-/* Where a METRICS answer stands. */
-enum metrics_phase { PHASE_DAEMON, PHASE_USERS, PHASE_TOTALS, PHASE_CLIENTS, PHASE_END };
-
-struct metrics_answer {
-	enum metrics_phase phase;
-	uint32_t want;       /* CUFLAG_METRICS_WANT_* */
-	struct user_total *totals; /* PHASE_TOTALS: what is left to send */
-	int ntotals, total_at;
-	uint32_t after;      /* the page's clients with ids up to this are sent */
-	uint32_t next_after; /* where the next page starts (0: none); its last id */
-	uint32_t nuids, uid_at;
-	uid_t uids[DROP_USERS];
-	struct cuflag_metrics_client rec;
-	struct lhist_snap snap;
-};
-
-/* The page: up to CUFLAG_METRICS_PAGE visible clients with ids above after,
- * lowest first. Chosen when the answer starts (its last id bounds it), sent
- * a few clients a step: one that leaves meanwhile is left out, one that
- * comes has a higher id than any and waits for the next page. */
-static int metrics_build(struct server *srv, struct session *s, void *state, struct answer *a,
-			 struct loop_work *w)
-{
-	struct metrics_answer *ma = state;
-	struct cuflag_metrics_user u;
-	struct cuflag_metrics_end end = { .kind = CUFLAG_METRICS_END };
-	struct session *page[CLIENTS_STEP];
-	uint64_t bound = loop_step_slots(&answer_prices, LOOP_STEP_NS);
-	uint32_t upto, n, i;
-	int rc = 0;
-
-	switch (ma->phase) {
-	case PHASE_DAEMON:
-		ma->phase = PHASE_USERS;
-		ma->nuids = users_seen(srv, s, ma->uids);
-		rc = emit_daemon(srv, s, a, w);
-		if (!rc && (ma->want & CUFLAG_METRICS_WANT_PROCESS)) {
-			struct cuflag_metrics_process p = { .kind = CUFLAG_METRICS_PROCESS,
-							    .start_unix_ms = srv->start_unix_ms };
-			rc = answer_emit(a, &p, sizeof(p));
-		}
-		return rc;
-	case PHASE_USERS:
-		for (uint32_t k = 0; k < USERS_STEP && ma->uid_at < ma->nuids && !rc; k++) {
-			uid_t uid = ma->uids[ma->uid_at++];
-			w->sessions += srv->users.total[USER_CONNS];
-			fill_user(&u, srv, uid, user_find(&srv->users, uid), cuflag_now_ms());
-			rc = answer_emit(a, &u, sizeof(u));
-		}
-		if (ma->uid_at == ma->nuids)
-			ma->phase = ma->want & CUFLAG_METRICS_WANT_TOTALS ? PHASE_TOTALS : PHASE_CLIENTS;
-		return rc;
-	case PHASE_TOTALS:
-		if (!ma->totals && (ma->ntotals = totals_view(srv, s, &ma->totals, w)) < 0)
-			return ma->ntotals;
-		for (uint32_t k = 0; k < USERS_STEP * 2 && ma->total_at < ma->ntotals && !rc; k++) {
-			const struct user_total *e = &ma->totals[ma->total_at++];
-			struct cuflag_metrics_user_totals r = { .kind = CUFLAG_METRICS_USER_TOTALS,
-								.uid = e->uid, .arms = e->arms,
-								.completions = e->completions,
-								.clients = e->clients };
-			rc = answer_emit(a, &r, sizeof(r));
-		}
-		if (ma->total_at == ma->ntotals)
-			ma->phase = PHASE_CLIENTS;
-		return rc;
-	case PHASE_CLIENTS:
-		upto = ma->next_after ? ma->next_after : UINT32_MAX;
-		n = answer_page(srv, s, ma->after, upto, page, CLIENTS_STEP, w);
-		for (i = 0; i < n && !rc && w->slots < bound; i++) {
-			fill_client(&ma->rec, srv, page[i], &ma->snap, w);
-			rc = answer_emit(a, &ma->rec, sizeof(ma->rec));
-			ma->after = page[i]->id;
-		}
-		if (i == n && (n < CLIENTS_STEP || ma->after == upto))
-			ma->phase = PHASE_END;
-		return rc;
-	case PHASE_END:
-		end.next_after = ma->next_after;
-		rc = answer_emit(a, &end, sizeof(end));
-		return rc ? rc : 1;
-	}
-	return -EINVAL;
-}
-
-static void metrics_fini(void *state)
-{
-	struct metrics_answer *ma = state;
-
-	free(ma->totals);
-	free(ma);
-}
-
-static const struct answer_ops metrics_ops = { "METRICS", metrics_build, metrics_fini };
-
-int req_metrics(struct server *srv, struct session *s, struct request *req)
-{
-	struct metrics_answer *ma = calloc(1, sizeof(*ma));
-	struct session *page[CUFLAG_METRICS_PAGE];
-	struct cuflag_msg_metrics m;
-	struct loop_work w = { 0 };
-
-	if (!ma) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
-	memcpy(&m, req->body, sizeof(m));
-	ma->phase = m.after_id ? PHASE_CLIENTS : PHASE_DAEMON;
-	ma->want = m.want;
-	ma->after = m.after_id;
-	if (answer_page(srv, s, m.after_id, UINT32_MAX, page, CUFLAG_METRICS_PAGE, &w) ==
-	    CUFLAG_METRICS_PAGE)
-		ma->next_after = page[CUFLAG_METRICS_PAGE - 1]->id;
-	answer_charge(srv, s, &w);
-	return answer_start(srv, s, req, &metrics_ops, ma);
 }

@@ -5,7 +5,8 @@
  * the scanner, scanner.h), its stuck slots, and per user the clients dropped
  * and the cool-downs begun, with their reasons. Main thread only; the
  * scanner's side is a few relaxed stores per arm and completion. Stuck slots
- * are found in stuck.c.
+ * are found in stuck.c; the METRICS answer is sent by queries.c, with the
+ * records made here.
  */
 #ifndef CUFLAGD_METRICS_H
 #define CUFLAGD_METRICS_H
@@ -19,7 +20,9 @@
 
 struct server;
 struct session;
-struct request;
+struct user;
+struct loop_work;
+struct lhist_snap;
 
 /* One client's share, in struct session. */
 struct session_metrics {
@@ -79,7 +82,23 @@ void metrics_on_gone(struct server *srv, struct session *s);
 /* Free the totals (at exit). */
 void metrics_totals_free(struct user_totals *t);
 
-/* The METRICS request (request.h's handler contract). */
-int req_metrics(struct server *srv, struct session *s, struct request *req);
+/* The totals the asker s may see, as of now: the table's (a user: its own
+ * entry) and the counts of the clients not added to it yet, live or dropped
+ * and not let go by the scanner (so that no total ever goes back). Into *out
+ * (malloc'ed, sorted by uid, the others' last): their count, or -ENOMEM. The
+ * walk is added to *w. */
+int metrics_totals_view(struct server *srv, const struct session *s, struct user_total **out,
+			struct loop_work *w);
+
+/* The users s may see (itself; root and the admin group: all), those
+ * connected first, at most DROP_USERS in all, into uids; their count. */
+uint32_t metrics_users_seen(struct server *srv, const struct session *s, uid_t *uids);
+/* uid's record (u: its accounting while it is connected, else NULL). */
+void metrics_user_fill(struct cuflag_metrics_user *r, struct server *srv, uid_t uid,
+		       const struct user *u, uint64_t now_ms);
+/* Client o's record; snap is room for its histogram, the slots read are
+ * added to *w. */
+void metrics_client_fill(struct cuflag_metrics_client *r, struct server *srv,
+			 const struct session *o, struct lhist_snap *snap, struct loop_work *w);
 
 #endif

@@ -2,155 +2,26 @@
 #include "request.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include "answer.h"
-#include "closer.h"
 #include "export.h"
 #include "fdpass.h"
 #include "proto.h"
+#include "queries.h"
 #include "server.h"
 #include "session.h"
-#include "stuck.h"
 
 /* How long an ALLOC may wait for freed slots before it is refused. */
 #define PARK_MAX_MS 1000
 
 /* ---------------------------------------------------------------- */
-/* Replies                                                           */
-/* ---------------------------------------------------------------- */
-
-/* One reply message on fd; never blocks (a full socket: the client does not read). */
-static int send_reply(int fd, uint16_t type, uint32_t req_id, int32_t status, const void *body,
-		      uint32_t blen, const int *fds, unsigned nfds)
-{
-	uint8_t buf[CUFLAG_MSG_MAX];
-	struct cuflag_msg_hdr h;
-
-	if (fd < 0)
-		return -EPIPE;
-	if (blen > sizeof(buf) - sizeof(h))
-		return -EMSGSIZE;
-	cuflag_hdr_init(&h, type | CUFLAG_MSG_REPLY, (uint32_t)sizeof(h) + blen, req_id, status,
-			(uint16_t)nfds);
-	memcpy(buf, &h, sizeof(h));
-	if (blen)
-		memcpy(buf + sizeof(h), body, blen);
-	return cuflag_send_msg(fd, buf, sizeof(h) + blen, fds, nfds, MSG_DONTWAIT);
-}
-
-int request_reply(struct session *s, uint16_t type, uint32_t req_id, int32_t status,
-		  const void *body, uint32_t blen, const int *fds, unsigned nfds)
-{
-	return send_reply(s->fd, type, req_id, status, body, blen, fds, nfds);
-}
-
-int req_reply_ok(struct session *s, struct request *req, const void *body, uint32_t blen,
-		 const int *fds, unsigned nfds)
-{
-	int rc = request_reply(s, req->h.type, req->h.req_id, 0, body, blen, fds, nfds);
-	if (rc)
-		req->why = "cannot send a reply";
-	return rc;
-}
-
-/* An error reply with a reason (status < 0). */
-static int send_error(int fd, uint16_t type, uint32_t req_id, int err, const char *reason)
-{
-	struct cuflag_msg_error e;
-	size_t n = strlen(reason);
-
-	if (n >= sizeof(e.reason))
-		n = sizeof(e.reason) - 1;
-	memcpy(e.reason, reason, n);
-	e.reason[n] = 0;
-	return send_reply(fd, type, req_id, err, &e, (uint32_t)n + 1, NULL, 0);
-}
-
-void request_refuse_connection(int fd, int err, const char *why)
-{
-	(void)send_error(fd, 0, 0, err, why); /* best effort: it is closed next */
-}
-
-/* ---------------------------------------------------------------- */
-/* Helpers the handlers share                                        */
-/* ---------------------------------------------------------------- */
-
-uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX],
-		      uint32_t *word2)
-{
-	uint32_t count;
-
-	memcpy(&count, req->body + offsetof(struct cuflag_msg_free, count), sizeof(count));
-	memcpy(word2, req->body + offsetof(struct cuflag_msg_adopt, group), sizeof(*word2));
-	memcpy(ids, req->body + offsetof(struct cuflag_msg_free, ids), (size_t)count * 4);
-	return count;
-}
-
-static int is_eventfd(int fd)
-{
-	char path[64], target[64];
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	n = readlink(path, target, sizeof(target) - 1);
-	if (n < 0)
-		return 0;
-	target[n] = 0;
-	return !strcmp(target, "anon_inode:[eventfd]");
-}
-
-int req_take_eventfd(struct request *req, int fd, const char *not_eventfd)
-{
-	int fl;
-
-	if (!is_eventfd(fd)) {
-		req->why = not_eventfd;
-		return REQ_REFUSE(-EBADF);
-	}
-	/* The scanner must never block on it; a client that clears the flag
-	 * later is caught by the write tick (scanner.c). */
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		req->why = "cannot make an eventfd non-blocking";
-		return REQ_REFUSE(-EBADF);
-	}
-	return 0;
-}
-
-/* ---------------------------------------------------------------- */
 /* Slots                                                             */
 /* ---------------------------------------------------------------- */
 
-/* n eventfds below the reserve (fds come lowest first: a BIND, an ADOPT or a
- * new connection must still find room), all or none. 0 or a negative errno. */
-int req_new_eventfds(struct server *srv, int *fds, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		fds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (fds[i] >= srv->fd_reserve_from) {
-			close(fds[i]);
-			fds[i] = -1;
-			errno = EMFILE;
-		}
-		if (fds[i] < 0) {
-			int rc = -errno;
-			while (i--)
-				close(fds[i]);
-			return rc;
-		}
-	}
-	return 0;
-}
-
-/* Park the ALLOC until freed slots come back (see struct session). */
-static int park_alloc(struct server *srv, struct session *s, const struct request *req)
+/* Park the ALLOC until freed slots come back (see struct session): the
+ * session reads nothing more from the client meanwhile. */
+static int park_alloc(struct session *s, const struct request *req)
 {
 	s->parked = malloc(sizeof(req->h) + sizeof(struct cuflag_msg_alloc));
 	if (!s->parked)
@@ -158,7 +29,6 @@ static int park_alloc(struct server *srv, struct session *s, const struct reques
 	memcpy(s->parked, &req->h, sizeof(req->h));
 	memcpy(s->parked + sizeof(req->h), req->body, sizeof(struct cuflag_msg_alloc));
 	s->parked_ms = cuflag_now_ms();
-	session_set_reading(srv, s, 0);
 	return 0;
 }
 
@@ -178,7 +48,7 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 	if ((rc = slot_fds_may_take(t, slot_fd_cost(m.group, m.count), &req->why)))
 		return REQ_REFUSE(rc);
 	if (m.count > t->nfree) {
-		if (may_park && m.count <= t->nfree + t->nretiring && !park_alloc(srv, s, req))
+		if (may_park && m.count <= t->nfree + t->nretiring && !park_alloc(s, req))
 			return 0;
 		req->why = "slots-per-client reached";
 		return REQ_REFUSE(-ENOSPC);
@@ -214,28 +84,26 @@ static int req_alloc(struct server *srv, struct session *s, struct request *req)
 	return alloc_slots(srv, s, req, 1);
 }
 
-static int request_finish(struct server *srv, struct session *s, struct request *req, int rc);
+static struct req_verdict request_finish(struct session *s, struct request *req, int rc);
 
-void request_retry_parked(struct server *srv, struct session *s, int may_park)
+struct req_verdict request_retry_parked(struct server *srv, struct session *s, int may_park)
 {
 	uint8_t *msg = s->parked;
 	struct request req = { .body = msg + sizeof(req.h), .blen = sizeof(struct cuflag_msg_alloc) };
-	int rc;
+	struct req_verdict v;
 
 	s->parked = NULL;
 	memcpy(&req.h, msg, sizeof(req.h));
-	rc = request_finish(srv, s, &req, alloc_slots(srv, s, &req, may_park));
+	v = request_finish(s, &req, alloc_slots(srv, s, &req, may_park));
 	free(msg);
-	if (rc < 0)
-		return;
-	if (!s->parked)
-		session_set_reading(srv, s, 1); /* level-triggered: what queued is read next */
+	return v;
 }
 
-void request_expire_parked(struct server *srv, struct session *s, uint64_t now_ms)
+struct req_verdict request_expire_parked(struct server *srv, struct session *s, uint64_t now_ms)
 {
 	if (now_ms - s->parked_ms >= PARK_MAX_MS)
-		request_retry_parked(srv, s, 0);
+		return request_retry_parked(srv, s, 0);
+	return REQ_KEEP;
 }
 
 static int req_free(struct server *srv, struct session *s, struct request *req)
@@ -334,111 +202,6 @@ static int req_ungroup(struct server *srv, struct session *s, struct request *re
 }
 
 /* ---------------------------------------------------------------- */
-/* Queries                                                           */
-/* ---------------------------------------------------------------- */
-
-static int req_stats(struct server *srv, struct session *s, struct request *req)
-{
-	struct cuflag_msg_stats_reply r;
-	struct scanner_stats st;
-
-	scanner_get_stats(srv->sc, &st);
-	memset(&r, 0, sizeof(r));
-	r.version = CUFLAG_PROTO_VERSION;
-	r.slab = (uint32_t)srv->cfg->slab;
-	r.epoch = srv->epoch;
-	r.uptime_ms = cuflag_now_ms() - srv->start_ms;
-	server_totals(srv, &r.clients, &r.slots, &r.pending);
-	r.grouped_slots = server_grouped_slots(srv);
-	r.armed = st.armed;
-	r.wakes = st.wakes;
-	r.completions = st.completions;
-	r.parks = st.parks;
-	r.passes = st.passes;
-	r.bad_arms = st.bad_arms;
-	r.dropped = srv->dropped;
-	r.scanner_state = st.state;
-	r.max_clients = srv->cfg->max_clients;
-	r.slots_per_client = srv->cfg->slots_per_client;
-	r.spin_us = (uint32_t)srv->cfg->spin_us;
-	r.scanner_mode = st.mode;
-	r.scanner_cpu_ns = st.cpu_ns;
-	r.scanner_wakeups = st.wakeups;
-	r.scanner_sleeps = st.sleeps;
-	r.parked_ns = st.parked_ns;
-	r.sleeping_ns = st.sleeping_ns;
-	r.spinning_ns = st.spinning_ns;
-	r.timer_late_ns = st.timer_late_ns;
-	snprintf(r.daemon_version, sizeof(r.daemon_version), "%s", CUFLAG_VERSION);
-	/* Its totals walk every client twice. */
-	answer_charge(srv, s, &(struct loop_work){ .sessions = 2 * srv->users.total[USER_CONNS] });
-	return req_reply_ok(s, req, &r, sizeof(r), NULL, 0);
-}
-
-/* Clients listed per step of a CLIENTS answer. */
-#define CLIENTS_STEP 16u
-
-/* Where a CLIENTS answer stands: the clients with ids up to after are sent. */
-struct clients_answer {
-	uint32_t after;
-};
-
-static void client_info(struct server *srv, const struct session *o,
-			struct cuflag_msg_client_info *ci)
-{
-	memset(ci, 0, sizeof(*ci));
-	ci->client_id = o->id;
-	ci->pid = o->pid;
-	ci->uid = o->uid;
-	ci->gid = o->gid;
-	ci->slots = o->slots.nlive;
-	ci->armed = atomic_load_explicit(&o->scan->n_armed, memory_order_relaxed);
-	ci->wakes = atomic_load_explicit(&o->scan->n_wakes, memory_order_relaxed);
-	ci->pending = atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed);
-	ci->connected_ms = o->connected_ms - srv->start_ms;
-	ci->age_s = (uint32_t)((cuflag_now_ms() - o->connected_ms) / 1000u);
-}
-
-/* The next clients after ca->after, or the end: one page a step. */
-static int clients_build(struct server *srv, struct session *s, void *state, struct answer *a,
-			 struct loop_work *w)
-{
-	struct clients_answer *ca = state;
-	struct session *page[CLIENTS_STEP];
-	struct cuflag_msg_client_info ci;
-	uint32_t n = answer_page(srv, s, ca->after, UINT32_MAX, page, CLIENTS_STEP, w);
-	int rc = 0;
-
-	for (uint32_t i = 0; i < n && !rc; i++) {
-		client_info(srv, page[i], &ci);
-		rc = answer_emit(a, &ci, sizeof(ci));
-		ca->after = page[i]->id;
-	}
-	if (rc || n == CLIENTS_STEP)
-		return rc;
-	memset(&ci, 0, sizeof(ci));
-	rc = answer_emit(a, &ci, sizeof(ci));
-	return rc ? rc : 1;
-}
-
-static const struct answer_ops clients_ops = { "CLIENTS", clients_build, free };
-
-/* A user sees its own clients; root and the admin group see everyone's.
- * However many there are, they are sent a page at a time as the asker reads
- * them (answer.h): the wire is what it always was, one reply per client and
- * an empty one to end, so every reader of CLIENTS reads it as before. */
-static int req_clients(struct server *srv, struct session *s, struct request *req)
-{
-	struct clients_answer *ca = calloc(1, sizeof(*ca));
-
-	if (!ca) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
-	return answer_start(srv, s, req, &clients_ops, ca);
-}
-
-/* ---------------------------------------------------------------- */
 /* The table and the dispatcher                                      */
 /* ---------------------------------------------------------------- */
 
@@ -497,8 +260,8 @@ static const char *out_of_order(enum req_stage stage)
 	}
 }
 
-int request_dispatch(struct server *srv, struct session *s, const uint8_t *buf, size_t len,
-		     int *fds, unsigned nfds)
+struct req_verdict request_dispatch(struct server *srv, struct session *s, const uint8_t *buf,
+				    size_t len, int *fds, unsigned nfds)
 {
 	struct request req = { .fds = fds, .nfds = nfds };
 	const struct req_method *m;
@@ -526,24 +289,24 @@ int request_dispatch(struct server *srv, struct session *s, const uint8_t *buf, 
 			rc = m->fn(srv, s, &req);
 		}
 	}
-	return request_finish(srv, s, &req, rc);
+	return request_finish(s, &req, rc);
 }
 
 /* What a handler returned, answered: the one place error replies are sent
- * and clients dropped for a request. */
-static int request_finish(struct server *srv, struct session *s, struct request *req, int rc)
+ * for a request, and its verdict given (the session's owner drops). */
+static struct req_verdict request_finish(struct session *s, struct request *req, int rc)
 {
 	if (rc > 0) {
 		ulog(LOG_WARNING, s, "request %u refused: %s (%s)", req->h.type, req->why,
 		     strerror(rc));
-		if (!send_error(s->fd, req->h.type, req->h.req_id, -rc, req->why))
-			return 0;
+		if (!req_reply_error(s, req, -rc))
+			return REQ_KEEP;
 		req->why = "cannot send a reply";
 		rc = -EPIPE;
 	}
 	if (rc < 0) {
-		(void)send_error(s->fd, req->h.type, req->h.req_id, rc, req->why);
-		session_drop(srv, s, rc, req->why);
+		(void)req_reply_error(s, req, rc);
+		return req_drop(rc, req->why);
 	}
-	return rc;
+	return REQ_KEEP;
 }

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* cuflagd's main thread: the listening socket and one epoll loop. */
+/*
+ * cuflagd's main thread: one epoll loop over the listening socket
+ * (listener.h), the clients (session.h), a signalfd, a timerfd (the tick:
+ * watchdog, status, what is due) and the scanner's hand-backs; what the
+ * daemon as a whole holds.
+ */
 #ifndef CUFLAGD_SERVER_H
 #define CUFLAGD_SERVER_H
 
@@ -63,10 +68,5 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg);
 /* Run until SIGINT/SIGTERM. 0 or a negative errno. */
 int server_run(struct server *srv);
 void server_fini(struct server *srv);
-
-/* Clients holding a region, their live slots, and their slots pending now. */
-void server_totals(struct server *srv, uint32_t *clients, uint32_t *slots, uint64_t *pending);
-/* Of the slots server_totals() counts, those in a group. */
-uint32_t server_grouped_slots(struct server *srv);
 
 #endif

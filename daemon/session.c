@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -10,8 +11,10 @@
 #include <unistd.h>
 
 #include "answer.h"
+#include "broken.h"
 #include "closer.h"
 #include "export.h"
+#include "fair-share.h"
 #include "fdpass.h"
 #include "request.h"
 #include "server.h"
@@ -23,8 +26,8 @@
 /* Requests served per readiness, so one busy client cannot starve the loop. */
 #define MAX_MSGS_PER_WAKE 64
 
-struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gid_t gid,
-			    int admin)
+static struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gid_t gid,
+				   int admin)
 {
 	uint64_t now = cuflag_now_ms();
 	struct session *s = calloc(1, sizeof(*s));
@@ -80,7 +83,9 @@ static void close_on_closer(void *closer, int fd)
 	closer_close(closer, fd);
 }
 
-void session_release(struct server *srv, struct session *s)
+/* Give the session's slot eventfds, wake fd and region back (the scanner no
+ * longer refers to them), at a drop or at exit. */
+static void session_release(struct server *srv, struct session *s)
 {
 	slot_table_release(&s->slots, close_on_closer, srv->closer);
 	closer_close(srv->closer, s->wake_fd);
@@ -106,19 +111,10 @@ void session_free_all(struct server *srv)
 	session_free_graveyard(srv);
 }
 
-void session_set_events(struct server *srv, struct session *s, uint32_t events)
-{
-	struct epoll_event ev = { .events = events, .data.ptr = s };
-	if (s->fd >= 0 && epoll_ctl(srv->ep, EPOLL_CTL_MOD, s->fd, &ev) < 0)
-		ulog(LOG_ERR, s, "epoll_ctl: %s", strerror(errno));
-}
-
-void session_set_reading(struct server *srv, struct session *s, int on)
-{
-	session_set_events(srv, s, on ? EPOLLIN : 0);
-}
-
-void session_drop(struct server *srv, struct session *s, int err, const char *why)
+/* Hang up: close the socket, hand the region to the scanner to let go of.
+ * err and why say why (why NULL: the client hung up, no misdeed). The one
+ * place a session is dropped. */
+static void session_drop(struct server *srv, struct session *s, int err, const char *why)
 {
 	if (s->dead)
 		return;
@@ -157,6 +153,32 @@ void session_drop(struct server *srv, struct session *s, int err, const char *wh
 		ulog(LOG_ERR, s, "out of memory while dropping; region kept until exit");
 }
 
+struct session *session_accept(struct server *srv, int fd, const struct ucred *c, int admin)
+{
+	struct session *s = session_new(srv, fd, c->pid, c->uid, c->gid, admin);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
+
+	if (!s || epoll_ctl(srv->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		log_err("cannot take a connection: out of memory");
+		if (s)
+			session_drop(srv, s, 0, NULL);
+		else
+			closer_close_connection(srv->closer, fd);
+		return NULL;
+	}
+	ulog(LOG_DEBUG, s, "connection");
+	return s;
+}
+
+/* Act on a verdict about s: 0 while it stays, else the drop's errno. */
+static int session_judge(struct server *srv, struct session *s, struct req_verdict v)
+{
+	if (!v.drop)
+		return 0;
+	session_drop(srv, s, v.err, v.why);
+	return v.err;
+}
+
 /* ---------------------------------------------------------------- */
 /* Reading requests                                                  */
 /* ---------------------------------------------------------------- */
@@ -171,7 +193,8 @@ static const char *recv_failure(ssize_t n)
 			       : "receive failed";
 }
 
-int session_on_readable(struct server *srv, struct session *s)
+/* Read and serve what the client sent. Returns 0, or < 0 when it was dropped. */
+static int session_on_readable(struct server *srv, struct session *s)
 {
 	uint8_t buf[CUFLAG_MSG_MAX];
 	int fds[CUFLAG_SCM_MAX_FD];
@@ -208,7 +231,10 @@ int session_on_readable(struct server *srv, struct session *s)
 				request_refuse_connection(s->fd, rc, recv_failure(n));
 			session_drop(srv, s, rc, recv_failure(n));
 		} else {
-			rc = request_dispatch(srv, s, buf, (size_t)n, fds, nfds);
+			rc = session_judge(srv, s, request_dispatch(srv, s, buf, (size_t)n, fds, nfds));
+			/* An ALLOC parked: nothing more is read until it is answered. */
+			if (!rc && s->parked)
+				session_watch(srv->ep, s, 0);
 			answer_charge(srv, s, &(struct loop_work){ .requests = 1 });
 		}
 		/* Whatever no handler took over; its release may block. */
@@ -217,6 +243,31 @@ int session_on_readable(struct server *srv, struct session *s)
 			return rc;
 	}
 	return 0;
+}
+
+void session_on_event(struct server *srv, struct session *s, uint32_t events)
+{
+	/* Sessions are freed only after the batch: this one is valid even if
+	 * it was dropped by an earlier event. */
+	if (s->dead)
+		return;
+	/* A session that reads nothing for now (a parked ALLOC, an answer being
+	 * sent, its user over budget) still hears of a hang-up: epoll always
+	 * reports it. */
+	if ((s->answer || s->held || s->parked) && (events & (EPOLLHUP | EPOLLERR)))
+		session_drop(srv, s, 0, NULL);
+	else if (s->answer || s->held)
+		answer_on_event(srv, s, events);
+	else
+		session_on_readable(srv, s);
+}
+
+/* What became of s's parked ALLOC, served again: once it is answered, the
+ * client is read again (level-triggered: what queued is read next). */
+static void unpark(struct server *srv, struct session *s, struct req_verdict v)
+{
+	if (!session_judge(srv, s, v) && !s->parked)
+		session_watch(srv->ep, s, EPOLLIN);
 }
 
 /* ---------------------------------------------------------------- */
@@ -245,10 +296,10 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 		closer_close(srv->closer,
 			     slot_reclaim(&s->slots, c->slot, c->final_armed + RESTART_GAP));
 		if (s->parked && !s->dead)
-			request_retry_parked(srv, s, 1);
+			unpark(srv, s, request_retry_parked(srv, s, 1));
 		break;
 	case SCAN_ADD_IMPORT:
-		export_on_done(srv, s, c);
+		session_judge(srv, s, export_on_done(s, c));
 		break;
 	case SCAN_LINK_IMPORT:
 		break;
@@ -261,4 +312,101 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 		break;
 	}
 	free(c);
+}
+
+/* ---------------------------------------------------------------- */
+/* What the loop asks of every session                               */
+/* ---------------------------------------------------------------- */
+
+void sessions_run_answers(struct server *srv)
+{
+	struct req_verdict v;
+	struct session *s;
+
+	answers_run(srv);
+	while ((s = answer_take_failed(srv, &v)))
+		session_judge(srv, s, v);
+}
+
+/* What the scanner found of a client it stopped serving, and what follows:
+ * one line says both. */
+static void broken_line(const struct session *s, int why, uint64_t cooldown_ms, char *line,
+			size_t size)
+{
+	size_t n = (size_t)snprintf(line, size, "%s", broken_kind(why)->text);
+
+	if (why == BROKEN_COST && s->scan->cost_share && n < size)
+		n += (size_t)snprintf(line + n, size - n,
+				      " (its writes wanted more than their share of every pass"
+				      " for %llu s: %u writes, %llu us each on average)",
+				      (unsigned long long)(FAIR_SHARE_DROP_NS / 1000000000u),
+				      s->scan->cost_writes,
+				      (unsigned long long)(s->scan->cost_ns / 1000 /
+							   (s->scan->cost_writes ? s->scan->cost_writes
+										 : 1)));
+	else if (why == BROKEN_COST && n < size)
+		n += (size_t)snprintf(line + n, size - n,
+				      " (its last costly write cost %llu us of CPU; costly writes:"
+				      " %u in a row, %u in %llu ms)",
+				      (unsigned long long)(s->scan->cost_ns / 1000),
+				      s->scan->cost_streak, s->scan->cost_lately,
+				      (unsigned long long)(WRITE_BUDGET_OFTEN_NS / 1000000));
+	if (cooldown_ms && n < size)
+		snprintf(line + n, size - n, "; new clients of this user refused for %llu s",
+			 (unsigned long long)((cooldown_ms + 999) / 1000));
+}
+
+static void drop_if_broken(struct session *s, void *arg)
+{
+	struct server *srv = arg;
+	int why = atomic_load(&s->scan->broken);
+	char line[256];
+	uint64_t ms = 0;
+
+	if (!why)
+		return;
+	if (broken_kind(why)->penalised)
+		ms = penalty_strike(&srv->penalties, s->uid, cuflag_now_ms());
+	if (ms)
+		metrics_on_cooldown(srv, s);
+	broken_line(s, why, ms, line, sizeof(line));
+	session_drop(srv, s, -EPROTO, line);
+}
+
+void sessions_drop_broken(struct server *srv)
+{
+	registry_each(&srv->reg, REG_ATTACHED, drop_if_broken, srv);
+}
+
+static void drop_if_late(struct session *s, void *arg)
+{
+	struct server *srv = arg;
+
+	if (!s->scan && !s->admin &&
+	    cuflag_now_ms() - s->connected_ms >= srv->cfg->hello_timeout_ms)
+		session_drop(srv, s, -ETIMEDOUT, "no HELLO and ATTACH within hello-timeout-ms");
+}
+
+void sessions_drop_late(struct server *srv)
+{
+	registry_each(&srv->reg, REG_LIVE, drop_if_late, srv);
+}
+
+static void expire_parked(struct session *s, void *arg)
+{
+	if (s->parked)
+		unpark(arg, s, request_expire_parked(arg, s, cuflag_now_ms()));
+}
+
+void sessions_expire_parked(struct server *srv)
+{
+	registry_each(&srv->reg, REG_LIVE, expire_parked, srv);
+}
+
+void session_on_punched(struct server *srv, uint8_t *map)
+{
+	struct session *s = registry_find_addr(&srv->reg, map);
+
+	if (s && !s->dead)
+		session_drop(srv, s, -EFAULT, "a hole was punched in its region");
 }

@@ -4,7 +4,9 @@
  * the life of the connection (made, linked into the server's list, served,
  * dropped, handed back by the scanner, freed). The daemon's truth about a
  * client lives here, in private memory; nothing in its region is trusted.
- * What each request does is in request.c.
+ * What each request does is in request.c; what other files may do to a
+ * session they do not own, in session-io.h. Only session.c ends a session's
+ * life: the loop, the handlers and the answers report, and it drops.
  */
 #ifndef CUFLAGD_SESSION_H
 #define CUFLAGD_SESSION_H
@@ -18,11 +20,13 @@
 #include "region.h"
 #include "registry.h"
 #include "scanner.h"
+#include "session-io.h"
 #include "slab.h"
 #include "slots.h"
 #include "users.h"
 
 struct server;
+struct ucred;
 
 struct session {
 	struct ep_tag tag; /* first: the epoll tag (EP_CLIENT) */
@@ -66,45 +70,39 @@ struct session {
 	struct session_exports *xp;  /* its handles and imports (export.c), or NULL */
 };
 
-#define slog(prio, s, fmt, ...)                                                            \
-	cuflagd_log(prio, "client %u pid=%d uid=%u: " fmt, (s)->id, (int)(s)->pid,            \
-		    (unsigned)(s)->uid, ##__VA_ARGS__)
-/* A line the client can cause: limited per user, whatever the connection
- * (users.h), so that no user can flood the journal. */
-#define ulog(prio, s, fmt, ...)                                                            \
-	do {                                                                               \
-		if ((prio) <= cuflagd_log_level && user_log_ok((s)->user, prio))                \
-			slog(prio, s, fmt, ##__VA_ARGS__);                                 \
-	} while (0)
+/* A new connection on fd (non-blocking) of the peer c describes: a session
+ * in the server's registry, its socket watched by the loop. NULL when out of
+ * memory (fd is then closed). */
+struct session *session_accept(struct server *srv, int fd, const struct ucred *c, int admin);
 
-/* A new connection on fd (non-blocking) of the peer cred describes, in the
- * server's registry. NULL when out of memory. */
-struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gid_t gid,
-			    int admin);
+/* What epoll reported of s's socket: read and serve what the client sent,
+ * step its answer, or hear it hang up. */
+void session_on_event(struct server *srv, struct session *s, uint32_t events);
 
-/* Read and serve what the client sent. Returns 0, or < 0 when it was dropped. */
-int session_on_readable(struct server *srv, struct session *s);
+/* A command the scanner handed back for this session. */
+void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *c);
 
-/* Hang up: close the socket, hand the region to the scanner to let go of. */
-void session_drop(struct server *srv, struct session *s, int err, const char *why);
+/* The loop's turn at long answers (answer.h): a client whose answer failed
+ * is dropped. */
+void sessions_run_answers(struct server *srv);
 
-/* Stop or resume reading requests from the client. */
-void session_set_reading(struct server *srv, struct session *s, int on);
-/* What epoll reports of the client's socket (EPOLLIN, EPOLLOUT, or 0: only
- * a hang-up). */
-void session_set_events(struct server *srv, struct session *s, uint32_t events);
-
-/* Give the session's slot eventfds, wake fd and region back (the scanner no
- * longer refers to them), at a drop or at exit. */
-void session_release(struct server *srv, struct session *s);
+/* Drop the clients the scanner stopped serving (it marks them broken),
+ * cooling their user down where the reason says so (broken.h). */
+void sessions_drop_broken(struct server *srv);
+/* Drop the connections that did not take a region within hello-timeout-ms
+ * (root and the admin group may sit on one as long as they like: cuflagctl). */
+void sessions_drop_late(struct server *srv);
+/* Answer the ALLOCs parked too long. */
+void sessions_expire_parked(struct server *srv);
+/* A region lost a page under the daemon (region-guard.h): the daemon saw a
+ * private page of its own at map, never one of the client's memfd. Its
+ * client is dropped. */
+void session_on_punched(struct server *srv, uint8_t *map);
 
 /* Free the sessions dropped during the event batch just handled. */
 void session_free_graveyard(struct server *srv);
 
 /* Free every session (at exit, the scanner stopped). */
 void session_free_all(struct server *srv);
-
-/* A command the scanner handed back for this session. */
-void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *c);
 
 #endif

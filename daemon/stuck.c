@@ -1,12 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include "stuck.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "answer.h"
-#include "request.h"
 #include "server.h"
 #include "session.h"
 
@@ -112,12 +109,6 @@ void stuck_tick(struct server *srv)
 		registry_each(&srv->reg, REG_ATTACHED, tick_each, &w);
 }
 
-/* The longest waits seen so far, longest first. */
-struct stuck_list {
-	struct cuflag_msg_stuck_slot row[CUFLAG_STUCK_MAX];
-	uint32_t n, more;
-};
-
 static void keep(struct stuck_list *l, const struct cuflag_msg_stuck_slot *r)
 {
 	uint32_t at = l->n;
@@ -136,9 +127,8 @@ static void keep(struct stuck_list *l, const struct cuflag_msg_stuck_slot *r)
 	l->n++;
 }
 
-/* o's stuck slots into l; the slots read are added to *w. */
-static void list_client(struct stuck_list *l, const struct session *o, uint64_t now_ns,
-			uint64_t stuck_ns, struct loop_work *w)
+void stuck_list_client(struct stuck_list *l, const struct session *o, uint64_t now_ns,
+		       uint64_t stuck_ns, struct loop_work *w)
 {
 	struct cuflag_msg_stuck_slot r;
 
@@ -160,65 +150,4 @@ static void list_client(struct stuck_list *l, const struct session *o, uint64_t 
 		memcpy(r.comm, o->met.ident.comm, sizeof(r.comm));
 		keep(l, &r);
 	}
-}
-
-/* Clients looked at per page of a STUCK walk. */
-#define STUCK_PAGE 16u
-
-/* A STUCK answer: the clients with ids up to after are walked. */
-struct stuck_answer {
-	struct stuck_list list;
-	uint64_t now_ns; /* every wait is measured against the request's time */
-	uint32_t after;
-	int walked;
-};
-
-/* Walk the next clients, up to a step's worth of slots; once every client
- * is walked, the list and its end. */
-static int stuck_build(struct server *srv, struct session *s, void *state, struct answer *a,
-		       struct loop_work *w)
-{
-	struct stuck_answer *sa = state;
-	uint64_t stuck_ns = srv->cfg->stuck_ms * 1000000u;
-	uint64_t bound = loop_step_slots(&answer_prices, LOOP_STEP_NS);
-	struct cuflag_msg_stuck_slot end;
-	int rc = 0;
-
-	while (!sa->walked && w->slots < bound) {
-		struct session *page[STUCK_PAGE];
-		uint32_t n = srv->cfg->no_metrics
-				     ? 0
-				     : answer_page(srv, s, sa->after, UINT32_MAX, page, STUCK_PAGE, w);
-		uint32_t i;
-
-		for (i = 0; i < n && w->slots < bound; i++) {
-			list_client(&sa->list, page[i], sa->now_ns, stuck_ns, w);
-			sa->after = page[i]->id;
-		}
-		sa->walked = i == n && n < STUCK_PAGE;
-	}
-	if (!sa->walked)
-		return 0;
-	for (uint32_t i = 0; i < sa->list.n && !rc; i++)
-		rc = answer_emit(a, &sa->list.row[i], sizeof(sa->list.row[i]));
-	if (rc)
-		return rc;
-	memset(&end, 0, sizeof(end));
-	end.slot = sa->list.more;
-	rc = answer_emit(a, &end, sizeof(end));
-	return rc ? rc : 1;
-}
-
-static const struct answer_ops stuck_ops = { "STUCK", stuck_build, free };
-
-int req_stuck(struct server *srv, struct session *s, struct request *req)
-{
-	struct stuck_answer *sa = calloc(1, sizeof(*sa));
-
-	if (!sa) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
-	sa->now_ns = cuflag_now_ns();
-	return answer_start(srv, s, req, &stuck_ops, sa);
 }

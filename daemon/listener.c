@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+#include "listener.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "group-name.h"
+#include "handler.h"
+#include "notify.h"
+#include "server.h"
+#include "socket-perms.h"
+
+/* ---------------------------------------------------------------- */
+/* The listening socket                                              */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Whether a daemon answers on path. A socket file nobody listens on is stale
+ * (ECONNREFUSED) and may be replaced; a live one is never stolen.
+ */
+static int socket_is_live(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int live;
+
+	if (fd < 0)
+		return -errno;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	live = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 1
+	       : errno == ECONNREFUSED || errno == ENOENT ? 0 : -errno;
+	close(fd);
+	return live;
+}
+
+static int listen_on_path(struct server *srv, const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct stat st;
+	mode_t old;
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(a.sun_path, path);
+	socket_dir_make(path, srv->cfg);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			log_err("%s exists and is not a socket; not replacing it", path);
+			return -EEXIST;
+		}
+		rc = socket_is_live(path);
+		if (rc > 0) {
+			log_err("%s: another daemon is listening there", path);
+			return -EADDRINUSE;
+		}
+		if (rc < 0) {
+			log_err("%s: cannot tell whether it is in use: %s", path, strerror(-rc));
+			return rc;
+		}
+		log_notice("%s: replacing a stale socket", path);
+		if (unlink(path) < 0 && errno != ENOENT)
+			return -errno;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* Created with its mode from the start: no window where it is wider. */
+	old = umask(socket_umask(srv->cfg));
+	rc = bind(fd, (struct sockaddr *)&a, sizeof(a));
+	umask(old);
+	if (rc == 0 && (rc = socket_own(path, srv->cfg)) < 0) {
+		log_err("%s: cannot give it group %lld: %s", path, (long long)srv->cfg->socket_gid,
+			strerror(-rc));
+		unlink(path);
+		close(fd);
+		return rc;
+	}
+	if (rc < 0 || listen(fd, 128) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	srv->unlink_path = path;
+	return fd;
+}
+
+/* The socket systemd passed, else one of our own on the configured path. */
+int listener_open(struct server *srv)
+{
+	const struct cuflagd_config *cfg = srv->cfg;
+
+	srv->listen_fd = cfg->socket_path ? -1 : notify_listen_fd();
+	if (srv->listen_fd >= 0) {
+		/* Passed blocking by default; accept() must never block the loop. */
+		int fl = fcntl(srv->listen_fd, F_GETFL);
+		if (fl < 0 || fcntl(srv->listen_fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+			log_err("cannot make the passed socket non-blocking: %s", strerror(errno));
+			return -errno;
+		}
+		log_info("using the socket passed by the service manager%s",
+			 cfg->socket_gid >= 0 ? " (its unit sets the group and mode: "
+						"--socket-group ignored)" : "");
+		return 0;
+	}
+	const char *path = cfg->socket_path ? cfg->socket_path : CUFLAG_DEFAULT_SOCKET;
+	char grp[64];
+	srv->listen_fd = listen_on_path(srv, path);
+	if (srv->listen_fd < 0) {
+		log_err("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
+		return srv->listen_fd;
+	}
+	if (cfg->socket_gid >= 0)
+		log_info("listening on %s (mode %04o, group %s)", path, (unsigned)cfg->socket_mode,
+			 cuflag_group_name((gid_t)cfg->socket_gid, grp, sizeof(grp), NULL));
+	else
+		log_info("listening on %s (mode %04o)", path, (unsigned)cfg->socket_mode);
+	return 0;
+}
+
+void listener_close(struct server *srv)
+{
+	srv->listen_fd = safe_close(srv->listen_fd);
+	if (srv->unlink_path)
+		unlink(srv->unlink_path);
+}
+
+/* ---------------------------------------------------------------- */
+/* Accepting connections                                             */
+/* ---------------------------------------------------------------- */
+
+/* Root, or a member of --admin-group (its primary or a supplementary group). */
+static int peer_is_admin(const struct server *srv, int fd, const struct ucred *c)
+{
+	gid_t groups[256];
+	socklen_t len = sizeof(groups);
+	int64_t admin = srv->cfg->admin_gid;
+
+	if (c->uid == 0)
+		return 1;
+	if (admin < 0)
+		return 0;
+	if ((int64_t)c->gid == admin)
+		return 1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return 0;
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		if ((int64_t)groups[i] == admin)
+			return 1;
+	return 0;
+}
+
+/* Whether a new connection of this peer may stay; why not, if not. Root and
+ * the admin group are held only to the node's cap, with room of their own
+ * beyond it. */
+static const char *connection_refusal(struct server *srv, const struct ucred *c, int admin)
+{
+	struct users *t = &srv->users;
+	enum user_refusal r;
+
+	if (admin)
+		return t->total[USER_CONNS] >= t->cap[USER_CONNS] + ADMIN_CONNECTIONS
+			       ? users_refusal_why(USER_CONNS, USER_NODE_FULL)
+			       : NULL;
+	r = users_admit(t, user_find(t, c->uid), c->uid, USER_CONNS, 1);
+	return r ? users_refusal_why(USER_CONNS, r) : NULL;
+}
+
+/* A connection refused before it is a session: the line is its user's. */
+static void refuse_connection(struct server *srv, int fd, const struct ucred *c, const char *why)
+{
+	struct user *u = user_get(&srv->users, c->uid, cuflag_now_ms());
+
+	if (!u || user_log_ok(u, LOG_WARNING))
+		log_warn("connection from pid=%d uid=%u refused: %s (%u open)", (int)c->pid,
+			 (unsigned)c->uid, why, srv->users.total[USER_CONNS]);
+	user_put(&srv->users, u);
+	request_refuse_connection(fd, -EUSERS, why);
+	closer_close_connection(srv->closer, fd);
+}
+
+void listener_on_accept(struct server *srv)
+{
+	for (;;) {
+		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct ucred c = { .pid = -1, .uid = (uid_t)-1, .gid = (gid_t)-1 };
+		socklen_t l = sizeof(c);
+		const char *why;
+		int admin;
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && cuflagd_ratelimit_ok(&srv->rl))
+				log_err("accept: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE) {
+				/* Out of fds: the socket stays readable, so stop looking
+				 * at it until the next tick instead of spinning on it. */
+				struct epoll_event ev = { .events = 0, .data.ptr = &srv->tag_listen };
+				epoll_ctl(srv->ep, EPOLL_CTL_MOD, srv->listen_fd, &ev);
+				srv->listen_paused = 1;
+			}
+			return;
+		}
+		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &l);
+		admin = peer_is_admin(srv, fd, &c);
+		why = connection_refusal(srv, &c, admin);
+		if (why)
+			refuse_connection(srv, fd, &c, why);
+		else
+			session_accept(srv, fd, &c, admin);
+	}
+}
+
+void listener_tick(struct server *srv)
+{
+	if (srv->listen_paused) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->tag_listen };
+		if (epoll_ctl(srv->ep, EPOLL_CTL_MOD, srv->listen_fd, &ev) == 0)
+			srv->listen_paused = 0;
+	}
+}
