@@ -117,8 +117,7 @@ int answer_start(struct server *srv, struct session *s, struct request *req,
 	if (!a) {
 		if (state)
 			ops->fini(state);
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
+		return req_refuse(req, -ENOMEM, "out of memory");
 	}
 	a->ops = ops;
 	a->state = state;

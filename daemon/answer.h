@@ -56,7 +56,7 @@ struct answer_ops {
 /*
  * Answer req with ops, state its own (fini()'d on every path, also when
  * this fails; NULL: there was no memory for it): from now on s is not read
- * until the answer is sent. 0, or REQ_REFUSE(-ENOMEM) with req->why set.
+ * until the answer is sent. 0, or REQ_REFUSED (req_refuse(): -ENOMEM).
  */
 int answer_start(struct server *srv, struct session *s, struct request *req,
 		 const struct answer_ops *ops, void *state);

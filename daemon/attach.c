@@ -47,21 +47,18 @@ int req_hello(struct server *srv, struct session *s, struct request *req)
 	return 0;
 }
 
-/* Whether this user may hold one more region now; REQ_REFUSE with why if not. */
+/* Whether this user may hold one more region now: 0, or REQ_REFUSED if not. */
 static int admit_region(struct server *srv, struct session *s, struct request *req)
 {
 	enum user_refusal r = users_admit(&srv->users, s->user, s->uid, USER_REGIONS, 1);
 	uint64_t left;
 
-	if (r) {
-		req->why = users_refusal_why(USER_REGIONS, r);
-		return REQ_REFUSE(-EUSERS);
-	}
+	if (r)
+		return req_refuse(req, -EUSERS, users_refusal_why(USER_REGIONS, r));
 	left = penalty_left_ms(&srv->penalties, s->uid, cuflag_now_ms());
-	if (left) {
-		req->why = "this user's clients are refused a while: one misbehaved";
-		return REQ_REFUSE(-EBUSY);
-	}
+	if (left)
+		return req_refuse(req, -EBUSY,
+				  "this user's clients are refused a while: one misbehaved");
 	return 0;
 }
 
@@ -97,18 +94,16 @@ static int attach_build(struct server *srv, struct session *s, struct request *r
 
 	rc = region_adopt(&a->region, req->fds[0], &srv->layout, resuming, &req->why);
 	if (rc)
-		return REQ_REFUSE(rc);
-	if (registry_find_region(&srv->reg, a->region.dev, a->region.ino)) {
-		req->why = "ATTACH: a client holds that region (or is still being let go)";
-		return REQ_REFUSE(-EBUSY);
-	}
+		return req_refuse(req, rc, req->why);
+	if (registry_find_region(&srv->reg, a->region.dev, a->region.ino))
+		return req_refuse(req, -EBUSY,
+				  "ATTACH: a client holds that region (or is still being let go)");
 	a->flags = (volatile uint32_t *)(a->region.map + srv->layout.flags_off);
 	if (cfg->slab == CUFLAG_SLAB_CUDA_IPC) {
 		rc = slab_cuda_alloc((uint64_t)srv->layout.nslots * sizeof(uint32_t), &a->ipc);
 		if (rc) {
 			ulog(LOG_ERR, s, "cannot allocate CUDA flags: %s", strerror(-rc));
-			req->why = "cannot allocate the flags";
-			return REQ_REFUSE(rc);
+			return req_refuse(req, rc, "cannot allocate the flags");
 		}
 		a->flags = (volatile uint32_t *)(uintptr_t)a->ipc.va;
 	}
@@ -119,10 +114,8 @@ static int attach_build(struct server *srv, struct session *s, struct request *r
 		.submit = to_scanner, .submit_arg = srv->sc, .sess = a->scan, .owner = s,
 		.flags = a->flags,
 	};
-	if (!a->scan || slot_table_init(&a->slots, &slots)) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
+	if (!a->scan || slot_table_init(&a->slots, &slots))
+		return req_refuse(req, -ENOMEM, "out of memory");
 	scanner_session_init(a->scan, &srv->layout, a->region.map, a->flags, req->fds[1],
 			     &s->user->scan);
 	return 0;
@@ -137,14 +130,11 @@ int req_attach(struct server *srv, struct session *s, struct request *req)
 	memcpy(&m, req->body, sizeof(m));
 	if ((rc = admit_region(srv, s, req)))
 		return rc;
-	if (m.slots && srv->cfg->slab != CUFLAG_SLAB_MEMFD) {
-		req->why = "resuming needs --slab memfd: the CUDA flags died with the old daemon";
-		return REQ_REFUSE(-EOPNOTSUPP);
-	}
-	if (m.slots > srv->layout.nslots) {
-		req->why = "ATTACH: more slots than slots-per-client";
-		return REQ_REFUSE(-EINVAL);
-	}
+	if (m.slots && srv->cfg->slab != CUFLAG_SLAB_MEMFD)
+		return req_refuse(req, -EOPNOTSUPP,
+				  "resuming needs --slab memfd: the CUDA flags died with the old daemon");
+	if (m.slots > srv->layout.nslots)
+		return req_refuse(req, -EINVAL, "ATTACH: more slots than slots-per-client");
 	if ((rc = req_take_eventfd(req, req->fds[1], "ATTACH: the wake fd is not an eventfd")))
 		return rc;
 	/* A resume names the daemon it comes from (a fresh ATTACH says 0). */
@@ -194,27 +184,19 @@ int req_adopt(struct server *srv, struct session *s, struct request *req)
 	const volatile struct cuflag_slot_state *st = s->scan->states;
 	int rc;
 
-	if (!slot_table_group_ok(&s->slots, group)) {
-		req->why = "ADOPT names a group that was not made";
-		return REQ_REFUSE(-EINVAL);
-	}
-	if (count > s->adopt_left) {
-		req->why = "ADOPT names more slots than ATTACH announced";
-		return REQ_REFUSE(-EINVAL);
-	}
-	if (!slot_table_all_in(&s->slots, ids, count, SLOT_FREE)) {
-		req->why = "ADOPT names a slot out of range or twice";
-		return REQ_REFUSE(-EINVAL);
-	}
+	if (!slot_table_group_ok(&s->slots, group))
+		return req_refuse(req, -EINVAL, "ADOPT names a group that was not made");
+	if (count > s->adopt_left)
+		return req_refuse(req, -EINVAL, "ADOPT names more slots than ATTACH announced");
+	if (!slot_table_all_in(&s->slots, ids, count, SLOT_FREE))
+		return req_refuse(req, -EINVAL, "ADOPT names a slot out of range or twice");
 	if ((rc = slot_fds_may_take(&s->slots, slot_fd_cost(group, count), &req->why)))
-		return REQ_REFUSE(rc);
+		return req_refuse(req, rc, req->why);
 	for (uint32_t i = 0; i < req->nfds; i++)
 		if ((rc = req_take_eventfd(req, req->fds[i], "ADOPT: an fd is not an eventfd")))
 			return rc;
-	if (slot_table_reserve(&s->slots, count)) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
+	if (slot_table_reserve(&s->slots, count))
+		return req_refuse(req, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < count; i++) {
 		uint32_t id = ids[i];
 		struct cuflag_slot_state rec = { .signalled = st[id].signalled, .armed = st[id].armed };

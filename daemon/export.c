@@ -201,7 +201,7 @@ static int handle_charge(struct server *srv, struct session *s, struct request *
 	int rc = slot_fds_may_take(&s->slots, 1, &req->why);
 
 	if (rc)
-		return REQ_REFUSE(rc);
+		return req_refuse(req, rc, req->why);
 	user_hold(&srv->users, s->user, USER_FDS, 1);
 	return 0;
 }
@@ -236,14 +236,12 @@ static int redeclare(struct server *srv, struct session *s, struct request *req,
 	if (s->xp->by_slot[id] || handle_read(req->fds[0], &dev, &ino, &rec) ||
 	    rec.slot != id || rec.region_dev != (uint64_t)s->region.dev ||
 	    rec.region_ino != (uint64_t)s->region.ino || table_find(srv->exports, dev, ino)) {
-		req->why = "EXPORT: not a handle of this client's slot, or one already declared";
-		return REQ_REFUSE(-EINVAL);
+		return req_refuse(req, -EINVAL,
+				  "EXPORT: not a handle of this client's slot, or one already declared");
 	}
 	e = calloc(1, sizeof(*e));
-	if (!e) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
+	if (!e)
+		return req_refuse(req, -ENOMEM, "out of memory");
 	if ((rc = handle_charge(srv, s, req))) {
 		free(e);
 		return rc;
@@ -266,18 +264,12 @@ int req_export(struct server *srv, struct session *s, struct request *req)
 	int rc;
 
 	memcpy(&m, req->body, sizeof(m));
-	if (m.id >= s->slots.n || s->slots.state[m.id] != SLOT_LIVE) {
-		req->why = "EXPORT names a slot the client does not hold";
-		return REQ_REFUSE(-EINVAL);
-	}
-	if (export_is_import(s, m.id)) {
-		req->why = "EXPORT of an imported slot";
-		return REQ_REFUSE(-EPERM);
-	}
-	if (!table(srv) || !session_xp(s)) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
+	if (m.id >= s->slots.n || s->slots.state[m.id] != SLOT_LIVE)
+		return req_refuse(req, -EINVAL, "EXPORT names a slot the client does not hold");
+	if (export_is_import(s, m.id))
+		return req_refuse(req, -EPERM, "EXPORT of an imported slot");
+	if (!table(srv) || !session_xp(s))
+		return req_refuse(req, -ENOMEM, "out of memory");
 	if (m.flags & CUFLAG_EXPORT_REDECLARE)
 		return redeclare(srv, s, req, m.id);
 	e = s->xp->by_slot[m.id];
@@ -290,9 +282,9 @@ int req_export(struct server *srv, struct session *s, struct request *req)
 			free(e);
 			user_hold(&srv->users, s->user, USER_FDS, -1);
 			ulog(LOG_ERR, s, "cannot make a handle: %s", strerror(-rc));
-			req->why = rc == -EMFILE || rc == -ENFILE ? "daemon out of fds"
-								   : "cannot make a handle";
-			return REQ_REFUSE(rc);
+			return req_refuse(req, rc,
+					  rc == -EMFILE || rc == -ENFILE ? "daemon out of fds"
+									 : "cannot make a handle");
 		}
 		e->next = *bucket_of(srv->exports, e->ino);
 		*bucket_of(srv->exports, e->ino) = e;
@@ -319,17 +311,15 @@ static int import_open(struct server *srv, struct session *s, struct request *re
 
 	/* The importer's quotas: a slot, and its eventfd unless grouped. */
 	if ((rc = slot_fds_may_take(t, slot_fd_cost(o->group, 1), &req->why)))
-		return REQ_REFUSE(rc);
-	if (!t->nfree) {
-		req->why = "slots-per-client reached";
-		return REQ_REFUSE(-ENOSPC);
-	}
+		return req_refuse(req, rc, req->why);
+	if (!t->nfree)
+		return req_refuse(req, -ENOSPC, "slots-per-client reached");
 	if (o->resume && !o->group) {
 		if ((rc = req_take_eventfd(req, req->fds[1], "IMPORT: the fd is not an eventfd")))
 			return rc;
 	} else if (!o->group && (rc = req_new_eventfds(srv, &efd, 1))) {
-		req->why = rc == -EMFILE || rc == -ENFILE ? "daemon out of fds" : "out of memory";
-		return REQ_REFUSE(rc);
+		return req_refuse(req, rc,
+				  rc == -EMFILE || rc == -ENFILE ? "daemon out of fds" : "out of memory");
 	}
 	im.efd = o->resume && !o->group ? req->fds[1] : efd;
 	im.req_id = req->h.req_id;
@@ -338,8 +328,7 @@ static int import_open(struct server *srv, struct session *s, struct request *re
 	if ((rc = slot_import(t, &im)) < 0) {
 		if (efd >= 0)
 			close(efd);
-		req->why = "out of memory"; /* the rest was checked above */
-		return REQ_REFUSE(rc);
+		return req_refuse(req, rc, "out of memory"); /* the rest was checked above */
 	}
 	if (o->resume && !o->group)
 		req->fds[1] = -1; /* the slot's now */
@@ -358,14 +347,10 @@ static int import_resume(struct server *srv, struct session *s, struct request *
 	ino_t ino;
 	int rc;
 
-	if (o->id >= s->slots.n || s->slots.state[o->id] != SLOT_FREE) {
-		req->why = "IMPORT: resumes a slot out of range or held";
-		return REQ_REFUSE(-EINVAL);
-	}
-	if (handle_read(req->fds[0], &dev, &ino, &rec)) {
-		req->why = "IMPORT: the fd is not a handle";
-		return REQ_REFUSE(-EINVAL);
-	}
+	if (o->id >= s->slots.n || s->slots.state[o->id] != SLOT_FREE)
+		return req_refuse(req, -EINVAL, "IMPORT: resumes a slot out of range or held");
+	if (handle_read(req->fds[0], &dev, &ino, &rec))
+		return req_refuse(req, -EINVAL, "IMPORT: the fd is not a handle");
 	/* Its own record, read once: a client that scribbled it only
 	 * miscounts its own completions. */
 	o->start = s->scan->states[o->id].signalled;
@@ -375,14 +360,11 @@ static int import_resume(struct server *srv, struct session *s, struct request *
 		o->src_slot = e->slot;
 	} else if (cuflag_now_ms() - srv->start_ms < CUFLAG_IMPORT_RELINK_MS) {
 		r = calloc(1, sizeof(*r));
-		if (!r) {
-			req->why = "out of memory";
-			return REQ_REFUSE(-ENOMEM);
-		}
+		if (!r)
+			return req_refuse(req, -ENOMEM, "out of memory");
 		*r = (struct relink){ .s = s, .slot = o->id, .dev = dev, .ino = ino, .rec = rec };
 	} else {
-		req->why = "IMPORT: no exporter declared that handle";
-		return REQ_REFUSE(-EINVAL);
+		return req_refuse(req, -EINVAL, "IMPORT: no exporter declared that handle");
 	}
 	rc = import_open(srv, s, req, o);
 	if (rc) {
@@ -405,14 +387,10 @@ int req_import(struct server *srv, struct session *s, struct request *req)
 	ino_t ino;
 
 	memcpy(&m, req->body, sizeof(m));
-	if (!slot_table_group_ok(&s->slots, m.group)) {
-		req->why = "IMPORT names a group that was not made";
-		return REQ_REFUSE(-EINVAL);
-	}
-	if (!table(srv) || !session_xp(s)) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
+	if (!slot_table_group_ok(&s->slots, m.group))
+		return req_refuse(req, -EINVAL, "IMPORT names a group that was not made");
+	if (!table(srv) || !session_xp(s))
+		return req_refuse(req, -ENOMEM, "out of memory");
 	struct slot_import o = { .group = m.group, .id = SLOT_ANY };
 	if (m.flags & CUFLAG_IMPORT_RESUME) {
 		o.id = m.id;
@@ -421,10 +399,9 @@ int req_import(struct server *srv, struct session *s, struct request *req)
 	}
 	e = handle_read(req->fds[0], &dev, &ino, &rec) ? NULL
 						       : table_find(srv->exports, dev, ino);
-	if (!e || memcmp(&e->rec, &rec, sizeof(rec))) {
-		req->why = "IMPORT: the fd is not a live handle of this daemon's";
-		return REQ_REFUSE(-EINVAL);
-	}
+	if (!e || memcmp(&e->rec, &rec, sizeof(rec)))
+		return req_refuse(req, -EINVAL,
+				  "IMPORT: the fd is not a live handle of this daemon's");
 	o.src = e->owner->scan;
 	o.src_slot = e->slot;
 	return import_open(srv, s, req, &o);

@@ -4,12 +4,13 @@
  * one, the replies it sends and the fds it takes. The handlers (request.c's
  * table: request.c, attach.c, export.c, queries.c) decode their own bodies and
  * return:
- *   0                 it replied (or will, once the scanner has acted);
- *   REQ_REFUSE(err)   refused, req->why says why: an error reply, the client
- *                     stays;
- *   a negative errno  the client broke the protocol or cannot be answered,
- *                     req->why says why: an error reply where one can go,
- *                     then the client is dropped.
+ *   0                           it replied (or will, once the scanner has
+ *                               acted);
+ *   req_refuse(req, err, why)   refused: an error reply of err (a negative
+ *                               errno) saying why, the client stays;
+ *   a negative errno            the client broke the protocol or cannot be
+ *                               answered, req->why says why: an error reply
+ *                               where one can go, then the client is dropped.
  * No handler drops a client: request.c turns what it returned into a verdict
  * (struct req_verdict) and the session's owner (session.c) acts on it.
  */
@@ -31,10 +32,21 @@ struct request {
 	int *fds;        /* a handler that keeps one sets its entry to -1 */
 	unsigned nfds;
 	const char *why; /* for a refusal or a drop */
+	int refused;     /* req_refuse()'s err */
 };
 
-/* A refusal (the client stays): a positive value that carries the errno. */
-#define REQ_REFUSE(err) (-(err))
+/* What a handler returns once it refused its request (req_refuse()). */
+#define REQ_REFUSED 1
+
+/* Refuse req: an error reply of err (a negative errno) with why as its
+ * reason, and the client stays. Returns REQ_REFUSED, for the handler to
+ * return. */
+static inline int req_refuse(struct request *req, int err, const char *why)
+{
+	req->refused = err;
+	req->why = why;
+	return REQ_REFUSED;
+}
 
 /* What serving a request (or sending its answer) came to, for the session's
  * owner: the client stays, or it is dropped, err (a negative errno) and why
@@ -77,7 +89,7 @@ uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX],
 int req_new_eventfds(struct server *srv, int *fds, uint32_t n);
 
 /* Whether fd is an eventfd (and not, say, a pipe that could block us); made
- * non-blocking on the daemon's side. 0, or REQ_REFUSE with req->why. */
+ * non-blocking on the daemon's side. 0, or REQ_REFUSED (req_refuse()). */
 int req_take_eventfd(struct request *req, int fd, const char *not_eventfd);
 
 #endif

@@ -335,10 +335,8 @@ int req_metrics(struct server *srv, struct session *s, struct request *req)
 	struct cuflag_msg_metrics m;
 	struct loop_work w = { 0 };
 
-	if (!ma) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
+	if (!ma)
+		return req_refuse(req, -ENOMEM, "out of memory");
 	memcpy(&m, req->body, sizeof(m));
 	ma->phase = m.after_id ? PHASE_CLIENTS : PHASE_DAEMON;
 	ma->want = m.want;

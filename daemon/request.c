@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "request.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,17 +42,14 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 	int rc;
 
 	memcpy(&m, req->body, sizeof(m));
-	if (!slot_table_group_ok(t, m.group)) {
-		req->why = "ALLOC names a group that was not made";
-		return REQ_REFUSE(-EINVAL);
-	}
+	if (!slot_table_group_ok(t, m.group))
+		return req_refuse(req, -EINVAL, "ALLOC names a group that was not made");
 	if ((rc = slot_fds_may_take(t, slot_fd_cost(m.group, m.count), &req->why)))
-		return REQ_REFUSE(rc);
+		return req_refuse(req, rc, req->why);
 	if (m.count > t->nfree) {
 		if (may_park && m.count <= t->nfree + t->nretiring && !park_alloc(s, req))
 			return 0;
-		req->why = "slots-per-client reached";
-		return REQ_REFUSE(-ENOSPC);
+		return req_refuse(req, -ENOSPC, "slots-per-client reached");
 	}
 	for (uint32_t i = 0; i < m.count; i++)
 		fds[i] = -1;
@@ -60,8 +58,8 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 		cuflag_close_fds(fds, m.count);
 	if (rc) {
 		ulog(LOG_ERR, s, "cannot allocate slots: %s", strerror(-rc));
-		req->why = rc == -EMFILE || rc == -ENFILE ? "daemon out of fds" : "out of memory";
-		return REQ_REFUSE(rc);
+		return req_refuse(req, rc,
+				  rc == -EMFILE || rc == -ENFILE ? "daemon out of fds" : "out of memory");
 	}
 	memset(&r, 0, sizeof(r));
 	for (uint32_t i = 0; i < m.count; i++) {
@@ -111,14 +109,11 @@ static int req_free(struct server *srv, struct session *s, struct request *req)
 	uint32_t ids[CUFLAG_BATCH_MAX], zero, count = req_id_batch(req, ids, &zero);
 
 	/* Check every id first: a bad batch frees nothing. */
-	if (!slot_table_all_in(&s->slots, ids, count, SLOT_LIVE)) {
-		req->why = "FREE names a slot the client does not hold, or one twice";
-		return REQ_REFUSE(-EINVAL);
-	}
-	if (slot_table_reserve(&s->slots, count)) {
-		req->why = "out of memory";
-		return REQ_REFUSE(-ENOMEM);
-	}
+	if (!slot_table_all_in(&s->slots, ids, count, SLOT_LIVE))
+		return req_refuse(req, -EINVAL,
+				  "FREE names a slot the client does not hold, or one twice");
+	if (slot_table_reserve(&s->slots, count))
+		return req_refuse(req, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < count; i++) {
 		(void)slot_retire(&s->slots, ids[i]); /* checked and reserved above */
 		export_slot_freed(srv, s, ids[i]);
@@ -132,21 +127,17 @@ static int req_bind(struct server *srv, struct session *s, struct request *req)
 	int rc;
 
 	memcpy(&m, req->body, sizeof(m));
-	if (m.id >= s->slots.n || s->slots.state[m.id] != SLOT_LIVE) {
-		req->why = "BIND names a slot the client does not hold";
-		return REQ_REFUSE(-EINVAL);
-	}
-	if (s->slots.group[m.id]) {
-		req->why = "BIND of a grouped slot: it signals its group's eventfd";
-		return REQ_REFUSE(-EOPNOTSUPP);
-	}
+	if (m.id >= s->slots.n || s->slots.state[m.id] != SLOT_LIVE)
+		return req_refuse(req, -EINVAL, "BIND names a slot the client does not hold");
+	if (s->slots.group[m.id])
+		return req_refuse(req, -EOPNOTSUPP,
+				  "BIND of a grouped slot: it signals its group's eventfd");
 	if ((rc = req_take_eventfd(req, req->fds[0], "BIND: the fd is not an eventfd")))
 		return rc;
 	/* Answered once the scanner has switched: from the reply on, no signal
 	 * goes to the old eventfd. */
 	if ((rc = slot_bind(&s->slots, m.id, req->fds[0], req->h.req_id))) {
-		req->why = "out of memory"; /* the rest was checked above */
-		return REQ_REFUSE(rc);
+		return req_refuse(req, rc, "out of memory"); /* the rest was checked above */
 	}
 	req->fds[0] = -1; /* the slot's now; the old one closes when handed back */
 	return 0;
@@ -159,8 +150,8 @@ static int set_group(struct server *srv, struct session *s, struct request *req,
 	int rc = efd >= 0 ? slot_group_make(&s->slots, id, efd) : slot_group_unmake(&s->slots, id);
 
 	if (rc) {
-		req->why = "out of memory"; /* the rest was checked by the caller */
-		return REQ_REFUSE(rc);
+		/* The rest was checked by the caller. */
+		return req_refuse(req, rc, "out of memory");
 	}
 	return req_reply_ok(s, req, NULL, 0, NULL, 0);
 }
@@ -171,12 +162,11 @@ static int req_group(struct server *srv, struct session *s, struct request *req)
 	int rc;
 
 	memcpy(&m, req->body, sizeof(m));
-	if (m.id >= s->slots.ngroups || s->slots.group_efd[m.id] >= 0) {
-		req->why = "GROUP names a group out of range or one already made";
-		return REQ_REFUSE(-EINVAL);
-	}
+	if (m.id >= s->slots.ngroups || s->slots.group_efd[m.id] >= 0)
+		return req_refuse(req, -EINVAL,
+				  "GROUP names a group out of range or one already made");
 	if ((rc = slot_fds_may_take(&s->slots, 1, &req->why)))
-		return REQ_REFUSE(rc);
+		return req_refuse(req, rc, req->why);
 	if ((rc = req_take_eventfd(req, req->fds[0], "GROUP: the fd is not an eventfd")))
 		return rc;
 	rc = set_group(srv, s, req, m.id, req->fds[0]);
@@ -190,14 +180,10 @@ static int req_ungroup(struct server *srv, struct session *s, struct request *re
 	struct cuflag_msg_group m;
 
 	memcpy(&m, req->body, sizeof(m));
-	if (m.id >= s->slots.ngroups || s->slots.group_efd[m.id] < 0) {
-		req->why = "UNGROUP names a group that was not made";
-		return REQ_REFUSE(-EINVAL);
-	}
-	if (s->slots.group_live[m.id]) {
-		req->why = "UNGROUP of a group whose slots are still held";
-		return REQ_REFUSE(-EBUSY);
-	}
+	if (m.id >= s->slots.ngroups || s->slots.group_efd[m.id] < 0)
+		return req_refuse(req, -EINVAL, "UNGROUP names a group that was not made");
+	if (s->slots.group_live[m.id])
+		return req_refuse(req, -EBUSY, "UNGROUP of a group whose slots are still held");
 	return set_group(srv, s, req, m.id, -1);
 }
 
@@ -280,11 +266,9 @@ struct req_verdict request_dispatch(struct server *srv, struct session *s, const
 			req.why = out_of_order(session_stage(s));
 			rc = -EPROTO;
 		} else if (!rate_take(&s->rate, srv->cfg->msg_rate, now)) {
-			req.why = "msg-rate reached";
-			rc = REQ_REFUSE(-EBUSY);
+			rc = req_refuse(&req, -EBUSY, "msg-rate reached");
 		} else if (s->uid != 0 && !rate_take(&s->user->rate, srv->cfg->msg_rate_per_uid, now)) {
-			req.why = "msg-rate-per-uid reached";
-			rc = REQ_REFUSE(-EBUSY);
+			rc = req_refuse(&req, -EBUSY, "msg-rate-per-uid reached");
 		} else {
 			rc = m->fn(srv, s, &req);
 		}
@@ -297,9 +281,10 @@ struct req_verdict request_dispatch(struct server *srv, struct session *s, const
 static struct req_verdict request_finish(struct session *s, struct request *req, int rc)
 {
 	if (rc > 0) {
+		assert(rc == REQ_REFUSED);
 		ulog(LOG_WARNING, s, "request %u refused: %s (%s)", req->h.type, req->why,
-		     strerror(rc));
-		if (!req_reply_error(s, req, -rc))
+		     strerror(-req->refused));
+		if (!req_reply_error(s, req, req->refused))
 			return REQ_KEEP;
 		req->why = "cannot send a reply";
 		rc = -EPIPE;
