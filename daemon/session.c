@@ -170,13 +170,12 @@ struct session *session_accept(struct server *srv, int fd, const struct ucred *c
 	return s;
 }
 
-/* Act on a verdict about s: 0 while it stays, else the drop's errno. */
+/* Act on a verdict about s: whether it stays. */
 static int session_judge(struct server *srv, struct session *s, struct req_verdict v)
 {
-	if (!v.drop)
-		return 0;
-	session_drop(srv, s, v.err, v.why);
-	return v.err;
+	if (v.drop)
+		session_drop(srv, s, v.err, v.why);
+	return !v.drop;
 }
 
 /* ---------------------------------------------------------------- */
@@ -193,8 +192,9 @@ static const char *recv_failure(ssize_t n)
 			       : "receive failed";
 }
 
-/* Read and serve what the client sent. Returns 0, or < 0 when it was dropped. */
-static int session_on_readable(struct server *srv, struct session *s)
+/* Read and serve what the client sent, until it is dropped, parked, being
+ * answered or held, or has sent nothing more. */
+static void session_on_readable(struct server *srv, struct session *s)
 {
 	uint8_t buf[CUFLAG_MSG_MAX];
 	int fds[CUFLAG_SCM_MAX_FD];
@@ -202,11 +202,10 @@ static int session_on_readable(struct server *srv, struct session *s)
 	for (int k = 0; k < MAX_MSGS_PER_WAKE && !s->dead && !s->parked && !s->answer; k++) {
 		unsigned nfds = 0;
 		ssize_t n;
-		int rc;
 
 		/* A user over its share of the loop is read again later. */
 		if (answer_hold(srv, s))
-			return 0;
+			return;
 		n = cuflag_recv_msg_all(s->fd, buf, sizeof(buf), fds, &nfds, MSG_DONTWAIT);
 
 		if (n == 0 && !nfds) {
@@ -214,35 +213,32 @@ static int session_on_readable(struct server *srv, struct session *s)
 			struct pollfd p = { .fd = s->fd, .events = POLLRDHUP };
 			if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP))) {
 				session_drop(srv, s, 0, NULL);
-				return -ECONNRESET;
+				return;
 			}
 		}
 		if (n == -EAGAIN)
-			return 0;
+			return;
 		if (n == -ECONNRESET || n == -EPIPE) {
 			/* It went away with a reply unread: a hang-up, no misdeed. */
 			closer_close_fds(srv->closer, fds, nfds);
 			session_drop(srv, s, 0, NULL);
-			return (int)n;
+			return;
 		}
 		if (n <= 0) {
-			rc = n ? (int)n : -EBADMSG;
+			int err = n ? (int)n : -EBADMSG;
 			if (n != -EMFILE)
-				request_refuse_connection(s->fd, rc, recv_failure(n));
-			session_drop(srv, s, rc, recv_failure(n));
+				request_refuse_connection(s->fd, err, recv_failure(n));
+			session_drop(srv, s, err, recv_failure(n));
 		} else {
-			rc = session_judge(srv, s, request_dispatch(srv, s, buf, (size_t)n, fds, nfds));
 			/* An ALLOC parked: nothing more is read until it is answered. */
-			if (!rc && s->parked)
+			if (session_judge(srv, s, request_dispatch(srv, s, buf, (size_t)n, fds, nfds)) &&
+			    s->parked)
 				session_watch(srv->ep, s, 0);
 			answer_charge(srv, s, &(struct loop_work){ .requests = 1 });
 		}
 		/* Whatever no handler took over; its release may block. */
 		closer_close_fds(srv->closer, fds, nfds);
-		if (rc < 0)
-			return rc;
 	}
-	return 0;
 }
 
 void session_on_event(struct server *srv, struct session *s, uint32_t events)
@@ -266,7 +262,7 @@ void session_on_event(struct server *srv, struct session *s, uint32_t events)
  * client is read again (level-triggered: what queued is read next). */
 static void unpark(struct server *srv, struct session *s, struct req_verdict v)
 {
-	if (!session_judge(srv, s, v) && !s->parked)
+	if (session_judge(srv, s, v) && !s->parked)
 		session_watch(srv->ep, s, EPOLLIN);
 }
 
