@@ -143,7 +143,7 @@ static void attempt_failed(struct cuflag_client *c, int rc, uint64_t now)
 /* RESUMING: finish the attempt once the daemon answered, or give it up
  * after a reply timeout. A resume (here or by another thread) is left to
  * the generation check that follows. */
-static void attempt_finish(struct cuflag_client *c, uint64_t now)
+static void step_resuming(struct cuflag_client *c, uint64_t now)
 {
 	struct cuflag_attempt *a = &c->attempt;
 	int rc;
@@ -163,7 +163,7 @@ static void attempt_finish(struct cuflag_client *c, uint64_t now)
 }
 
 /* GONE: start an attempt when the spacing allows. */
-static void attempt_start(struct cuflag_client *c, int ep, uint64_t now)
+static void step_gone(struct cuflag_client *c, int ep, uint64_t now)
 {
 	struct cuflag_attempt *a = &c->attempt;
 	int rc;
@@ -183,18 +183,18 @@ static void attempt_start(struct cuflag_client *c, int ep, uint64_t now)
 	}
 }
 
-/* SERVED: whether the daemon hung up; if so, the state and the clocks of a
- * connection without a daemon. */
-static int noticed_gone(struct cuflag_client *c, uint64_t now)
+/* SERVED: whether a daemon still serves; if it hung up, the state and the
+ * clocks of a connection without one. */
+static int step_served(struct cuflag_client *c, uint64_t now)
 {
 	if (!cuflag__daemon_gone(c))
-		return 0;
+		return 1;
 	conn_move(c, cuflag__resumable(c) ? CUFLAG_CONN_GONE : CUFLAG_CONN_LOST);
 	c->gone_ns = now;
 	c->try_ns = now;
 	c->look_ns = now;
 	c->look_us = GONE_SLEEP_FIRST_US;
-	return 1;
+	return 0;
 }
 
 /* Without a daemon: look at the flags, after sleeps that grow while none
@@ -224,7 +224,7 @@ static int step(struct cuflag_client *c)
 	while (epoll_wait(ep, ev, 4, 0) == 4)
 		;
 	if (c->conn_state == CUFLAG_CONN_RESUMING)
-		attempt_finish(c, now);
+		step_resuming(c, now);
 	if (atomic_load(&c->conn_gen) != c->dispatch_gen) {
 		/* Resumed, here or by another thread's call. */
 		c->dispatch_gen = atomic_load(&c->conn_gen);
@@ -240,13 +240,13 @@ static int step(struct cuflag_client *c)
 		probe_faults(c);
 		c->probe_ns = now + FAULT_PROBE_MS * 1000000ull;
 	}
-	if (c->conn_state == CUFLAG_CONN_SERVED && !noticed_gone(c, now))
+	if (c->conn_state == CUFLAG_CONN_SERVED && step_served(c, now))
 		return 0;
 	look(c, now);
 	if (c->conn_state == CUFLAG_CONN_LOST)
 		return -EOPNOTSUPP; /* its flags died with the daemon */
 	if (c->conn_state == CUFLAG_CONN_GONE)
-		attempt_start(c, ep, now);
+		step_gone(c, ep, now);
 	if (atomic_load(&c->conn_gen) != c->dispatch_gen)
 		return step(c); /* resumed just now */
 	if (c->refusal)
