@@ -28,11 +28,13 @@ struct retired_page {
  * (dispatch.c, under dispatch_lock), moved only by conn_move() there, which
  * asserts each move is one of these:
  *
- *   SERVED --hang-up--> GONE --HELLO sent--> RESUMING
- *     |  ^               | ^ <-attempt failed-- |
- *     |  +---resumed, here or by any call------+
- *     +--hang-up, no resume can mend it (cuflag__resumable())--> LOST
- *   any of them --the client freed--> CLOSED
+ *   SERVED          -> GONE      the daemon hung up
+ *   SERVED          -> LOST      it hung up, and the client cannot resume
+ *                                (cuflag__resumable())
+ *   GONE            -> RESUMING  an attempt's HELLO went out
+ *   RESUMING        -> GONE      the attempt failed, or had no answer in time
+ *   GONE, RESUMING  -> SERVED    resumed, by the loop's attempt or any call's
+ *   all but CLOSED  -> CLOSED    the client is freed
  *
  * Calls that block (a request, a wait, an arm on a full queue) resume by
  * themselves (cuflag__resume()); the loop's state follows them through the
