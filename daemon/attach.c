@@ -8,12 +8,14 @@
  * region, wake eventfd, the scanner's view) and hands it all to the session
  * at the end, or unwinds it in one place.
  */
+#include "attach.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "closer.h"
-#include "request.h"
+#include "handler.h"
 #include "server.h"
 #include "session.h"
 #include "timeline.h"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attach.h"
 #include "export.h"
 #include "fdpass.h"
 #include "proto.h"

@@ -30,9 +30,4 @@ struct req_verdict request_retry_parked(struct server *srv, struct session *s, i
  * that did not is left parked. */
 struct req_verdict request_expire_parked(struct server *srv, struct session *s, uint64_t now_ms);
 
-/* Handlers in attach.c: a connection's HELLO, ATTACH and ADOPTs. */
-int req_hello(struct server *srv, struct session *s, struct request *req);
-int req_attach(struct server *srv, struct session *s, struct request *req);
-int req_adopt(struct server *srv, struct session *s, struct request *req);
-
 #endif
