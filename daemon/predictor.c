@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "predictor.h"
 
+
 void predict_armed(struct slot_timing *t, uint64_t now_ns)
 {
 	t->since_ns = now_ns;
@@ -20,7 +21,16 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
 		uint64_t clip = 4 * t->dev_ns + PREDICT_WINDOW_MIN_NS;
 		uint64_t off = d > t->lat_ns ? d - t->lat_ns : t->lat_ns - d;
 		uint64_t dc = off <= clip ? d : d > t->lat_ns ? t->lat_ns + clip : t->lat_ns - clip;
-		t->dev_ns = (3 * t->dev_ns + (off < clip ? off : clip)) / 4;
+		uint64_t o = off < clip ? off : clip;
+
+		/* The spread rises fast and falls slowly: an envelope, not a
+		 * mean. A mean of how far durations that scatter evenly fall
+		 * from theirs dips below their spread whenever a few land near
+		 * the middle, and the next early or late one lands outside the
+		 * window the scanner spins across: seen after a sleep, not at
+		 * once (docs/BENCHMARKS.md, "The tail"). */
+		t->dev_ns = o > t->dev_ns ? (t->dev_ns + o) / 2
+					 : t->dev_ns - (t->dev_ns - o) / PREDICT_DEV_FALL;
 		t->lat_ns = (3 * t->lat_ns + dc) / 4;
 	} else {
 		/* A first guess with a modest spread: a wide one would have the
@@ -103,30 +113,24 @@ void predict_lateness(struct timer_lateness *l, uint64_t planned_ns, uint64_t wo
 uint64_t predict_look_at(const struct slot_timing *t, uint64_t now_ns, uint64_t lead_ns,
 			 uint64_t backstop_ns)
 {
-	/* Due: the mean less twice the spread, so that a slot whose
-	 * completions jitter is looked at early enough. */
-	uint64_t early = 2 * t->dev_ns;
+	/* Looked at across the spread both sides of the mean: spun on from
+	 * PREDICT_DUE_DEVS spreads before it (less the timer's lead) to
+	 * PREDICT_END_DEVS after it. Capped at twice the mean: a slot whose
+	 * durations scatter wider (10 us and 10 ms mixed on one slot) is then
+	 * looked at in growing steps, each late by at most a quarter of how
+	 * overdue it is, not spun on across its whole spread. */
+	uint64_t early = PREDICT_DUE_DEVS * t->dev_ns, late = PREDICT_END_DEVS * t->dev_ns;
 	uint64_t due = t->since_ns + (t->lat_ns > early ? t->lat_ns - early : 0);
-	/* The spin past due covers the spread the other side too (work that
-	 * takes 50-150 us at random is spun on across all of it: an eighth of
-	 * the duration instead put the GPU bench's blocked waiter at 0.29 x a
-	 * host function's p50, from 0.18 x), but no longer than the duration
-	 * itself: a slot whose durations scatter wider is then looked at in
-	 * growing steps (each late by at most a quarter of how overdue it
-	 * is), not spun on across its whole spread (10 us and 10 ms mixed on
-	 * one slot: 20 ms of spinning). */
-	uint64_t spread = 4 * t->dev_ns < t->lat_ns ? 4 * t->dev_ns : t->lat_ns;
-	uint64_t window = spread + PREDICT_LEAD_MIN_NS, overdue, step;
+	uint64_t end = t->since_ns + t->lat_ns + (late < t->lat_ns ? late : t->lat_ns) +
+		       PREDICT_LEAD_MIN_NS, overdue, step;
 
-	if (window < PREDICT_WINDOW_MIN_NS)
-		window = PREDICT_WINDOW_MIN_NS;
+	if (end < due + PREDICT_WINDOW_MIN_NS)
+		end = due + PREDICT_WINDOW_MIN_NS;
 	if (due > now_ns + lead_ns)
 		return due - lead_ns < now_ns + backstop_ns ? due - lead_ns : now_ns + backstop_ns;
-	if (now_ns <= due)
+	if (now_ns <= end)
 		return now_ns;
 	overdue = now_ns - due;
-	if (overdue < window)
-		return now_ns;
 	step = overdue / 4;
 	if (step < lead_ns)
 		step = lead_ns;
