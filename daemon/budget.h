@@ -4,11 +4,11 @@
  *
  * A slot's eventfd is a file the client holds too: it can register it in any
  * number of epoll instances, and every write by the scanner then runs one
- * kernel wake-up callback per watcher (about 70 ns each), inside the write,
- * with nothing to interrupt. What a write costs is also the machine's: a
- * write that wakes a thread blocked on another CPU sends an inter-processor
- * interrupt, which under virtualisation costs the writer tens of
- * microseconds, now and then a hundred or more (docs/RELIABILITY.md).
+ * kernel wake-up callback per watcher, inside the write, with nothing to
+ * interrupt. What a write costs is also the machine's: a write that wakes a
+ * thread blocked on another CPU sends an inter-processor interrupt, which
+ * under virtualisation can cost the writer more than many watchers do
+ * (docs/RELIABILITY.md has the figures).
  * Per-write cost alone cannot tell a few hundred watchers from such a
  * wake-up, and need not: many writes that are each moderately costly are
  * bounded by the fair share (fair-share.h: a quantum of write time per user

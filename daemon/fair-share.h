@@ -25,10 +25,10 @@
  * or more on average, is dropped as a costly writer: as costly on average
  * as a write the budget calls costly, it holds the scanner for seconds
  * however its writes are spread. Many writes alone are no fault: one user
- * streaming 400 000 completions/s from 10 000 slots (a write with a watcher
- * or two: about 1 us), or waking threads on other CPUs of a virtual machine
- * at tens of microseconds a write, wants more than a quantum of every pass
- * for as long as it streams, and is served in full, a share a pass.
+ * streaming hundreds of thousands of completions a second from thousands of
+ * slots, or waking threads on other CPUs of a virtual machine, wants more
+ * than a quantum of every pass for as long as it streams, and is served in
+ * full, a share a pass (docs/RELIABILITY.md).
  */
 #ifndef CUFLAGD_FAIR_SHARE_H
 #define CUFLAGD_FAIR_SHARE_H

@@ -101,7 +101,8 @@ static struct idle_decision plan_wait(const struct idle_cfg *cfg, const struct i
 				      uint64_t now_ns, uint64_t at, uint64_t lead_ns)
 {
 	/* Not worth a wake-up: what of it would be asleep, less the timer's
-	 * lateness, is too short (100k/s: 10 us apart, a timer 6 us late;
+	 * lateness, is too short (at 100 000 completions/s they come closer
+	 * together than a sleep and its lateness;
 	 * the lateness counted up to IDLE_SLEEP_LATE_MAX_NS only, so that a
 	 * lead grown once does not stop every sleep that would measure it
 	 * again). */
@@ -189,20 +190,18 @@ static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle
 }
 
 struct idle_decision idle_decide(const struct idle_cfg *cfg, struct idle_state *st,
-				 uint64_t now_ns, uint64_t npending, int progress,
-				 uint64_t look_at_ns, uint64_t lead_ns)
+				 const struct idle_view *v)
 {
-	uint64_t spun = spun_for(st, now_ns, progress);
-
+	uint64_t spun = spun_for(st, v->now_ns, v->progress);
 	struct idle_decision d;
 
 	if (cfg->mode == SCANNER_SPIN)
-		return decide_spin(cfg, spun, now_ns, npending);
+		return decide_spin(cfg, spun, v->now_ns, v->npending);
 	/* Something moved: look again before deciding to wait. */
-	if (progress)
+	if (v->progress)
 		return act(IDLE_SPIN, 0);
-	d = !npending ? decide_empty(cfg, st, now_ns, spun, lead_ns)
-		      : plan_wait(cfg, st, now_ns, look_at_ns, lead_ns);
+	d = !v->npending ? decide_empty(cfg, st, v->now_ns, spun, v->lead_ns)
+			 : plan_wait(cfg, st, v->now_ns, v->look_at_ns, v->lead_ns);
 	/* A wait ends the streak: what spin_ns bounds is spinning. */
 	if (d.action != IDLE_SPIN)
 		st->spin_since_ns = 0;

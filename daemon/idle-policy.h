@@ -76,11 +76,11 @@ struct idle_decision {
 #define IDLE_NAP_THROUGH_SPREAD 4u
 /* A shorter nap through an arm saves too little to risk seeing the arm's
  * work late: with arms a few us apart (the GPU bench's closed-loop streams)
- * naps of 10-20 us through them cost a tenth of the throughput. */
+ * shorter naps through them cost throughput (docs/BENCHMARKS.md). */
 #define IDLE_NAP_THROUGH_MIN_NS 25000u
 /* A wait up to this long ends about as late as the short waits of a busy
  * scanner; a longer one may end later: a CPU idle that long sleeps deeper
- * (the H200 host's timer: 5-7 us late after 90 us, 20-48 after 900). A long
+ * (docs/BENCHMARKS.md, "a long wait's lateness learned apart"). A long
  * wait then ends IDLE_APPROACH_NS and its own lateness early, and a short
  * one follows (two wake-ups, a short lead spun), where the long wait's
  * lateness exceeds the short ones' by more than IDLE_APPROACH_GAIN_NS (about
@@ -102,15 +102,19 @@ void idle_note_park_wake(struct idle_state *st, uint64_t wake_ns);
 /* Waits longer than IDLE_SHORT_WAIT_NS end within late_ns lately. */
 void idle_note_long_lateness(struct idle_state *st, uint64_t late_ns);
 
-/*
- * The decision after a pass at now_ns. npending: slots pending; progress: the
- * pass took arms, applied commands or signalled; look_at_ns: when the
- * earliest pending slot is next to be looked at (predictor.h; ignored when
- * none is pending); lead_ns: how much later than asked the timer wakes
- * from a short wait (a long one's: idle_note_long_lateness).
- */
+/* What a pass tells the policy. */
+struct idle_view {
+	uint64_t now_ns;     /* when the pass began */
+	uint64_t npending;   /* slots pending after it */
+	int progress;        /* it took arms, applied commands or signalled */
+	uint64_t look_at_ns; /* when the earliest pending slot is next to be
+			      * looked at (predictor.h; ignored when none is) */
+	uint64_t lead_ns;    /* how much later than asked the timer wakes from a
+			      * short wait (a long one's: idle_note_long_lateness) */
+};
+
+/* The decision after a pass. */
 struct idle_decision idle_decide(const struct idle_cfg *cfg, struct idle_state *st,
-				 uint64_t now_ns, uint64_t npending, int progress,
-				 uint64_t look_at_ns, uint64_t lead_ns);
+				 const struct idle_view *v);
 
 #endif

@@ -26,16 +26,16 @@
 struct slot_timing {
 	uint64_t since_ns; /* awaited since: its arm, or its previous completion */
 	uint64_t lat_ns;   /* running mean of how long completions took */
-	uint64_t dev_ns;   /* running mean of how far they were from lat_ns */
+	uint64_t dev_ns;   /* envelope of how far they were from lat_ns */
 };
 
 /* How late the scanner's timed waits end (their own error, not the
  * prediction's): a running mean and deviation (for people), and the last
  * PREDICT_LATE_RING of them, whose 90th percentile is the lead. A quantile,
  * not the mean plus twice the deviation: timers on virtual machines are
- * mostly a few us late with a tail of tens (an H200 host's: p50 6 us, p90
- * 13, p99 44), and a lead sized by the tail spins across it at every wake,
- * for the one wake in ten that the tail makes a few us later. */
+ * mostly a few us late with a tail several times longer
+ * (docs/BENCHMARKS.md), and a lead sized by the tail spins across it at
+ * every wake, for the one wake in ten that the tail makes a little later. */
 #define PREDICT_LATE_RING 32u
 struct timer_lateness {
 	uint64_t mean_ns;
@@ -46,7 +46,7 @@ struct timer_lateness {
 	uint32_t sorted[PREDICT_LATE_RING]; /* the same, in order */
 };
 
-/* Until measured: this VM's timers (15-50 us late) are the worst seen. */
+/* Until measured: about the latest timers seen, on small virtual machines. */
 #define PREDICT_LATE_DEFAULT_NS 20000u
 /* A wake later than this is the machine (a preempted vCPU), not the timer. */
 #define PREDICT_LATE_MAX_NS 200000u

@@ -114,7 +114,7 @@ void pending_add_at(struct scanner *sc, struct scanner_slot *s, uint64_t arm_ns)
 	 * client's word for it, which arm_time() keeps only within the daemon's
 	 * own clock since the pass before (an arm waits in its queue through a
 	 * nap, up to a backstop; counted from when the scanner took it, steady
-	 * 500 us work read as tens of us). */
+	 * work would read as shorter than it is by the nap). */
 	if (sc->cfg.metrics)
 		atomic_store_explicit(&s->armed_at_ns, arm_ns, memory_order_relaxed);
 	/* Hot: it may land soon. */

@@ -64,9 +64,11 @@ static void scanner_free(struct scanner *sc)
 	free(sc);
 }
 
-int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
-		  uint64_t max_slots, uint64_t max_groups, const struct scanner_config *cfg)
+int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage,
+		  const struct scanner_config *cfg)
 {
+	uint32_t max_sessions = cfg->max_sessions;
+	uint64_t max_slots = cfg->max_slots, max_groups = cfg->max_groups;
 	struct scanner *sc = calloc(1, sizeof(*sc));
 	struct epoll_event ev = { .events = EPOLLIN };
 	int r;

@@ -20,7 +20,6 @@ void scanner_get_stats(struct scanner *sc, struct scanner_stats *st)
 {
 	uint64_t now = cuflag_now_ns(), up = now - sc->start_ns, blocked, since;
 	clockid_t cid;
-	struct timespec ts;
 
 	memset(st, 0, sizeof(*st));
 	st->passes = load(&sc->passes);
@@ -48,8 +47,8 @@ void scanner_get_stats(struct scanner *sc, struct scanner_stats *st)
 	}
 	blocked = st->parked_ns + st->sleeping_ns;
 	st->spinning_ns = up > blocked ? up - blocked : 0;
-	if (pthread_getcpuclockid(sc->thread, &cid) == 0 && clock_gettime(cid, &ts) == 0)
-		st->cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (pthread_getcpuclockid(sc->thread, &cid) == 0)
+		st->cpu_ns = cuflag_clock_ns(cid);
 }
 
 uint64_t scanner_broken_count(struct scanner *sc)

@@ -177,7 +177,7 @@ enum scanner_broken efd_write(struct scanner *sc, struct scanner_session *ss, in
 {
 	struct scanner_user *u = ss->user;
 	uint64_t cost;
-	enum scanner_broken why = police_write(&sc->police, u, efd, v, &sc->cfg.budget, &cost);
+	enum scanner_broken why = police_write(&sc->police, u, efd, v, &cost);
 
 	share_charge(&u->share, cost);
 	if (why == BROKEN_COST) {
@@ -458,7 +458,7 @@ void *scanner_main(void *arg)
 {
 	struct scanner *sc = arg;
 
-	police_start(&sc->police);
+	police_start(&sc->police, &sc->cfg.budget);
 	/* Timers to the microsecond: a sleep that ends 50 us late (the
 	 * default slack) would be a late wake. */
 	if (sc->cfg.idle.mode == SCANNER_ADAPTIVE && prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0) < 0)
@@ -473,8 +473,12 @@ void *scanner_main(void *arg)
 			continue;
 		}
 		progress = pass(sc);
-		d = idle_decide(&sc->cfg.idle, &sc->idle, sc->now, pending_count(sc), progress,
-				sc->look_at, sc->lead);
+		d = idle_decide(&sc->cfg.idle, &sc->idle,
+				&(struct idle_view){ .now_ns = sc->now,
+						     .npending = pending_count(sc),
+						     .progress = progress,
+						     .look_at_ns = sc->look_at,
+						     .lead_ns = sc->lead });
 		if (d.action == IDLE_SPIN)
 			spin_once(sc);
 		/* A wait for the sweep's next slice is no completion's due

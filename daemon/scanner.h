@@ -181,6 +181,10 @@ struct scanner;
 /* How the scanner spends its time when nothing happens (idle-policy.h),
  * and what one user may cost it (budget.h, fair-share.h). */
 struct scanner_config {
+	/* What its private arrays are sized for, once, at the start: the
+	 * loop never allocates. */
+	uint32_t max_sessions;
+	uint64_t max_slots, max_groups;
 	struct idle_cfg idle;
 	struct write_budget_cfg budget;
 	uint64_t share_quantum_ns; /* a user's writes per pass (fair-share.h) */
@@ -189,11 +193,10 @@ struct scanner_config {
 
 /*
  * Start the scanner thread. dpage: the daemon page it publishes its state in.
- * max_sessions and max_slots size its private arrays once, here: the loop
- * never allocates. 0 or a negative errno.
+ * 0 or a negative errno.
  */
-int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage, uint32_t max_sessions,
-		  uint64_t max_slots, uint64_t max_groups, const struct scanner_config *cfg);
+int scanner_start(struct scanner **out, struct cuflag_daemon_page *dpage,
+		  const struct scanner_config *cfg);
 
 /* Stop and join the thread; every command not handed back is dropped. */
 void scanner_stop(struct scanner *sc);

@@ -155,6 +155,9 @@ void server_block_signals(void)
 static int start_workers(struct server *srv, const struct cuflagd_config *cfg)
 {
 	struct scanner_config scfg = {
+		.max_sessions = cfg->max_clients,
+		.max_slots = (uint64_t)cfg->max_clients * cfg->slots_per_client,
+		.max_groups = (uint64_t)cfg->max_clients * cfg->groups_per_client,
 		.idle = { .mode = cfg->scanner_mode,
 			  .spin_ns = cfg->spin_us * 1000u,
 			  .pending_spin_ns = cfg->pending_spin_ms * 1000000u,
@@ -184,9 +187,7 @@ static int start_workers(struct server *srv, const struct cuflagd_config *cfg)
 		log_err("cannot start the closer threads: %s", strerror(-rc));
 		return rc;
 	}
-	rc = scanner_start(&srv->sc, srv->dp.page, cfg->max_clients,
-			   (uint64_t)cfg->max_clients * cfg->slots_per_client,
-			   (uint64_t)cfg->max_clients * cfg->groups_per_client, &scfg);
+	rc = scanner_start(&srv->sc, srv->dp.page, &scfg);
 	if (rc)
 		log_err("cannot start the scanner: %s", strerror(-rc));
 	return rc;

@@ -43,10 +43,11 @@ void police_tick(struct write_police *p, int on)
 }
 
 /* In the scanner thread: a timer that signals this thread only. */
-void police_start(struct write_police *p)
+void police_start(struct write_police *p, const struct write_budget_cfg *cfg)
 {
 	struct sigevent sev;
 
+	p->cfg = cfg;
 	memset(&sev, 0, sizeof(sev));
 	sev.sigev_notify = SIGEV_THREAD_ID;
 	sev.sigev_signo = SIGUSR2;
@@ -69,14 +70,13 @@ void police_stop(struct write_police *p)
 
 static uint64_t thread_cpu_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return cuflag_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 enum scanner_broken police_write(struct write_police *p, struct scanner_user *u, int efd,
-				 uint64_t v, const struct write_budget_cfg *cfg, uint64_t *cost_ns)
+				 uint64_t v, uint64_t *cost_ns)
 {
+	const struct write_budget_cfg *cfg = p->cfg;
 	uint64_t t0 = cuflag_now_ns(), t1, c0 = 0, cost;
 	int cpu = budget_suspect(&u->budget, t0);
 	ssize_t w;
@@ -107,8 +107,8 @@ enum scanner_broken police_write(struct write_police *p, struct scanner_user *u,
 	atomic_fetch_add_explicit(&p->writes, 1, memory_order_relaxed);
 	if (cpu) {
 		/* A write cannot have run longer than it took; where the CPU clock
-		 * says so (seen under nested virtualisation: 325 us of CPU in 4 us),
-		 * it is the clock's error, not the write's cost. */
+		 * says so (seen under nested virtualisation), it is the clock's
+		 * error, not the write's cost. */
 		uint64_t c = thread_cpu_ns() - c0;
 		cost = c < cost ? c : cost;
 	}

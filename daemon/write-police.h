@@ -48,14 +48,15 @@ struct write_police {
 	int have_tick;
 	int tick_on;
 	_Atomic uint64_t writes; /* eventfd writes made */
+	const struct write_budget_cfg *cfg; /* the scanner's, from police_start */
 };
 
 /* Process-wide, before the scanner thread starts: SIGUSR2 interrupts a
  * write (no SA_RESTART) and does nothing else. */
 void police_install_signal(void);
 
-/* In the scanner thread: its tick, armed. */
-void police_start(struct write_police *p);
+/* In the scanner thread: its tick, armed; writes charged against cfg. */
+void police_start(struct write_police *p, const struct write_budget_cfg *cfg);
 void police_stop(struct write_police *p);
 /* Tick on (the scanner may write) or off (it blocks for a while: parked, or
  * a long sleep, so that an idle daemon is not woken 500 times a second). */
@@ -69,7 +70,7 @@ void police_tick(struct write_police *p, int on);
  * suspect, else its wall time up to the allowance (write-police.c).
  */
 enum scanner_broken police_write(struct write_police *p, struct scanner_user *u, int efd,
-				 uint64_t v, const struct write_budget_cfg *cfg, uint64_t *cost_ns);
+				 uint64_t v, uint64_t *cost_ns);
 
 /* Main thread, now and then: interrupt a write stalled past WRITE_STALL_NS
  * in thread (the tick should have cut it; this is the backstop). */

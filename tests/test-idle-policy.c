@@ -25,6 +25,10 @@ static const struct idle_cfg spin = { .mode = SCANNER_SPIN, .spin_ns = 50 * US,
 				      .pending_spin_ns = 10 * MS, .pending_poll_ns = 250 * US,
 				      .backstop_ns = 1 * MS };
 #define LEAD (3 * US)
+/* What the scanner tells the policy after a pass (struct idle_view). */
+#define VIEW(now, n, moved, at, late)                                                  \
+	(&(struct idle_view){ .now_ns = (now), .npending = (n), .progress = (moved),      \
+			      .look_at_ns = (at), .lead_ns = (late) })
 
 /* A slot that completed n times, each d after its arm, seen exactly. */
 static struct slot_timing learned(uint64_t d, int n, uint64_t *t)
@@ -65,19 +69,19 @@ START_TEST(test_regular_work_sleeps_until_a_lead_before)
 	ck_assert_uint_ge(at, t + 400 * US);
 	/* No completion seen yet: any arm could be due at once, so the
 	 * wait is a sleep an arm ends. */
-	d = idle_decide(&adaptive, &st, t, 1, 0, at, lead);
+	d = idle_decide(&adaptive, &st, VIEW(t, 1, 0, at, lead));
 	ck_assert_int_eq(d.action, IDLE_SLEEP);
 	ck_assert_uint_eq(d.until_ns, at);
 	/* Completions take 500 us: no arm made now can be due before it, so
 	 * it is a nap (no client has to wake the scanner). */
 	idle_note_done(&st, 500 * US);
-	d = idle_decide(&adaptive, &st, t, 1, 0, at, lead);
+	d = idle_decide(&adaptive, &st, VIEW(t, 1, 0, at, lead));
 	ck_assert_int_eq(d.action, IDLE_NAP);
 	ck_assert_uint_eq(d.until_ns, at);
 	/* Close to due: spin. */
 	at = predict_look_at(&s, t + 499 * US, lead, 1 * MS);
 	ck_assert_uint_eq(at, t + 499 * US);
-	d = idle_decide(&adaptive, &st, t + 499 * US, 1, 0, at, lead);
+	d = idle_decide(&adaptive, &st, VIEW(t + 499 * US, 1, 0, at, lead));
 	ck_assert_int_eq(d.action, IDLE_SPIN);
 }
 END_TEST
@@ -184,7 +188,7 @@ START_TEST(test_idle_waits_for_the_next_arm)
 
 	/* Nothing learned: park until an arm wakes the scanner. */
 	idle_note_empty(&st, t);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action,
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action,
 			 IDLE_PARK);
 	/* Arms come 500 us after the set goes empty, work takes 500 us: nap
 	 * through the next arm to a lead before its work can be due (one
@@ -197,27 +201,27 @@ START_TEST(test_idle_waits_for_the_next_arm)
 		t += 1 * MS;
 	}
 	idle_note_empty(&st, t);
-	d = idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD);
+	d = idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD));
 	ck_assert_int_eq(d.action, IDLE_NAP);
 	ck_assert_uint_le(d.until_ns, t + 1000 * US - LEAD);
 	ck_assert_uint_ge(d.until_ns, t + 950 * US);
-	d = idle_decide(&adaptive, &st, t + 499 * US, 0, 0, UINT64_MAX, LEAD);
+	d = idle_decide(&adaptive, &st, VIEW(t + 499 * US, 0, 0, UINT64_MAX, LEAD));
 	ck_assert_int_eq(d.action, IDLE_NAP);
 	ck_assert_uint_le(d.until_ns, t + 1000 * US - LEAD);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 600 * US, 0, 0, UINT64_MAX, LEAD).action,
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t + 600 * US, 0, 0, UINT64_MAX, LEAD)).action,
 			 IDLE_PARK);
 	idle_note_park_wake(&st, 20 * US);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_NAP);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action, IDLE_NAP);
 	idle_note_park_wake(&st, 0);
 	/* Work of 2 us after the arm: nothing to nap through to; nap until
 	 * just before the arm, spin across it. */
 	for (int i = 0; i < 40; i++)
 		idle_note_done(&st, 2 * US);
-	d = idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD);
+	d = idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD));
 	ck_assert_int_eq(d.action, IDLE_NAP);
 	ck_assert_uint_le(d.until_ns, t + 500 * US - LEAD);
 	ck_assert_uint_ge(d.until_ns, t + 450 * US);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 499 * US, 0, 0, UINT64_MAX, LEAD).action,
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t + 499 * US, 0, 0, UINT64_MAX, LEAD)).action,
 			 IDLE_SPIN);
 	/* An arm wakes a parked scanner within 20 us: park at once (the work
 	 * after the arm, 500 us again, leaves time to sleep before it is due),
@@ -231,7 +235,7 @@ START_TEST(test_idle_waits_for_the_next_arm)
 	}
 	idle_note_empty(&st, t);
 	idle_note_park_wake(&st, 20 * US);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_PARK);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action, IDLE_PARK);
 	idle_note_park_wake(&st, 0);
 	/* Arms that come 5 ms after while work takes 500 us: a nap would be
 	 * longer than any work; park (the arm wakes the scanner). */
@@ -241,7 +245,7 @@ START_TEST(test_idle_waits_for_the_next_arm)
 		t += 6 * MS;
 	}
 	idle_note_empty(&st, t);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action,
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action,
 			 IDLE_PARK);
 	/* Arms 1 us after: spin a few gaps, then park. */
 	for (int i = 0; i < 30; i++) {
@@ -250,13 +254,13 @@ START_TEST(test_idle_waits_for_the_next_arm)
 		t += 1 * MS;
 	}
 	idle_note_empty(&st, t);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 1 * US, 0, 0, UINT64_MAX, LEAD).action,
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t + 1 * US, 0, 0, UINT64_MAX, LEAD)).action,
 			 IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t + 50 * US, 0, 0, UINT64_MAX, LEAD).action,
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t + 50 * US, 0, 0, UINT64_MAX, LEAD)).action,
 			 IDLE_PARK);
 	/* Progress always passes again. */
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 3, 1, t + 1 * MS, LEAD).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 3, 1, t + 1 * MS, LEAD)).action, IDLE_SPIN);
 }
 END_TEST
 
@@ -275,15 +279,15 @@ START_TEST(test_irregular_arms_park_when_a_wake_is_quick)
 		t += 2 * MS;
 	}
 	idle_note_empty(&st, t);
-	ck_assert_int_ne(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_PARK);
+	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action, IDLE_PARK);
 	/* An arm wakes the parked scanner within 30 us: well inside the work
 	 * that follows it, so park. */
 	idle_note_park_wake(&st, 30 * US);
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_PARK);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action, IDLE_PARK);
 	/* Work of 20 us after arms that take 30 us to wake it: wait for them. */
 	for (int i = 0; i < 40; i++)
 		idle_note_done(&st, 20 * US);
-	ck_assert_int_ne(idle_decide(&adaptive, &st, t, 0, 0, UINT64_MAX, LEAD).action, IDLE_PARK);
+	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action, IDLE_PARK);
 }
 END_TEST
 
@@ -294,13 +298,13 @@ START_TEST(test_no_sleep_shorter_than_the_lateness)
 
 	idle_note_done(&st, 10 * US);
 	/* 100k/s: due in 8 us with a timer 6 us late lately: spin. */
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 1, 0, t + 8 * US, 6 * US).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 1, 0, t + 8 * US, 6 * US)).action, IDLE_SPIN);
 	/* With a timer 2 us late, an 8 us wait is worth it. */
-	ck_assert_int_ne(idle_decide(&adaptive, &st, t, 1, 0, t + 8 * US, 2 * US).action, IDLE_SPIN);
+	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 1, 0, t + 8 * US, 2 * US)).action, IDLE_SPIN);
 	/* A lead grown to 60 us (a bad spell) does not stop a 40 us sleep,
 	 * which measures the timer again. */
 	idle_note_done(&st, 100 * US);
-	ck_assert_int_ne(idle_decide(&adaptive, &st, t, 1, 0, t + 40 * US, 60 * US).action,
+	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 1, 0, t + 40 * US, 60 * US)).action,
 			 IDLE_SPIN);
 }
 END_TEST
@@ -377,17 +381,17 @@ START_TEST(test_spin_mode_as_before)
 
 	/* Pending: spin, however far the completion, until 10 ms without
 	 * progress; then look every 250 us. */
-	ck_assert_int_eq(idle_decide(&spin, &st, t, 1, 1, t + 5 * MS, LEAD).action, IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&spin, &st, t + 1 * US, 1, 0, t + 5 * MS, LEAD).action, IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&spin, &st, t + 9 * MS, 1, 0, t + 5 * MS, LEAD).action, IDLE_SPIN);
-	d = idle_decide(&spin, &st, t + 11 * MS, 1, 0, t + 5 * MS, LEAD);
+	ck_assert_int_eq(idle_decide(&spin, &st, VIEW(t, 1, 1, t + 5 * MS, LEAD)).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&spin, &st, VIEW(t + 1 * US, 1, 0, t + 5 * MS, LEAD)).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&spin, &st, VIEW(t + 9 * MS, 1, 0, t + 5 * MS, LEAD)).action, IDLE_SPIN);
+	d = idle_decide(&spin, &st, VIEW(t + 11 * MS, 1, 0, t + 5 * MS, LEAD));
 	ck_assert_int_eq(d.action, IDLE_SLEEP);
 	ck_assert_uint_eq(d.until_ns, t + 11 * MS + 250 * US);
 	/* Nothing pending: spin 50 us, then park until woken. */
-	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS, 0, 1, 0, LEAD).action, IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS + 10 * US, 0, 0, 0, LEAD).action,
+	ck_assert_int_eq(idle_decide(&spin, &st, VIEW(t + 20 * MS, 0, 1, 0, LEAD)).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&spin, &st, VIEW(t + 20 * MS + 10 * US, 0, 0, 0, LEAD)).action,
 			 IDLE_SPIN);
-	ck_assert_int_eq(idle_decide(&spin, &st, t + 20 * MS + 70 * US, 0, 0, 0, LEAD).action,
+	ck_assert_int_eq(idle_decide(&spin, &st, VIEW(t + 20 * MS + 70 * US, 0, 0, 0, LEAD)).action,
 			 IDLE_PARK);
 }
 END_TEST
@@ -398,16 +402,16 @@ START_TEST(test_sleep_bounded_by_the_backstop)
 	uint64_t t = 1000 * MS;
 	struct idle_decision d;
 
-	d = idle_decide(&adaptive, &st, t, 1, 0, t + 10 * MS, LEAD);
+	d = idle_decide(&adaptive, &st, VIEW(t, 1, 0, t + 10 * MS, LEAD));
 	ck_assert_int_eq(d.action, IDLE_SLEEP);
 	ck_assert_uint_eq(d.until_ns, t + 1 * MS);
 	/* A nap too: never past the backstop, however slow the work. */
 	idle_note_done(&st, 20 * MS);
-	d = idle_decide(&adaptive, &st, t, 1, 0, t + 10 * MS, LEAD);
+	d = idle_decide(&adaptive, &st, VIEW(t, 1, 0, t + 10 * MS, LEAD));
 	ck_assert_int_eq(d.action, IDLE_NAP);
 	ck_assert_uint_eq(d.until_ns, t + 1 * MS);
 	/* A wait too short to be worth it is a spin. */
-	ck_assert_int_eq(idle_decide(&adaptive, &st, t, 1, 0, t + 2 * US, LEAD).action, IDLE_SPIN);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 1, 0, t + 2 * US, LEAD)).action, IDLE_SPIN);
 }
 END_TEST
 
@@ -423,26 +427,26 @@ START_TEST(test_long_wait_approaches)
 
 	idle_note_done(&st, 2 * MS); /* no arm can be due sooner: naps */
 	/* Not known yet: the wait as asked. */
-	d = idle_decide(&adaptive, &st, t, 1, 0, at, lead);
+	d = idle_decide(&adaptive, &st, VIEW(t, 1, 0, at, lead));
 	ck_assert_int_eq(d.action, IDLE_NAP);
 	ck_assert_uint_eq(d.until_ns, at);
 	/* Long waits 40 us late: an approach that much and more early, then a
 	 * short wait to the lead. */
 	idle_note_long_lateness(&st, 40 * US);
-	d = idle_decide(&adaptive, &st, t, 1, 0, at, lead);
+	d = idle_decide(&adaptive, &st, VIEW(t, 1, 0, at, lead));
 	ck_assert_int_eq(d.action, IDLE_NAP);
 	ck_assert_uint_eq(d.until_ns, at - 40 * US - IDLE_APPROACH_NS);
-	d = idle_decide(&adaptive, &st, d.until_ns + 40 * US, 1, 0, at, lead);
+	d = idle_decide(&adaptive, &st, VIEW(d.until_ns + 40 * US, 1, 0, at, lead));
 	ck_assert_int_eq(d.action, IDLE_NAP);
 	ck_assert_uint_eq(d.until_ns, at);
 	/* Long waits barely later than short ones: one wait, earlier by the
 	 * difference. */
 	idle_note_long_lateness(&st, lead + IDLE_APPROACH_GAIN_NS);
-	d = idle_decide(&adaptive, &st, t, 1, 0, at, lead);
+	d = idle_decide(&adaptive, &st, VIEW(t, 1, 0, at, lead));
 	ck_assert_uint_eq(d.until_ns, at - IDLE_APPROACH_GAIN_NS);
 	/* A wait capped by the backstop is a look, not a guess: as capped. */
 	idle_note_long_lateness(&st, 40 * US);
-	d = idle_decide(&adaptive, &st, t, 1, 0, t + 5 * MS, lead);
+	d = idle_decide(&adaptive, &st, VIEW(t, 1, 0, t + 5 * MS, lead));
 	ck_assert_uint_eq(d.until_ns, t + adaptive.backstop_ns);
 }
 END_TEST
