@@ -110,7 +110,7 @@ int req_take_eventfd(struct request *req, int fd, const char *not_eventfd)
 	if (!is_eventfd(fd))
 		return req_refuse(req, -EBADF, not_eventfd);
 	/* The scanner must never block on it; a client that clears the flag
-	 * later is caught by the write tick (scanner.c). */
+	 * later is caught by the write tick (write-police.c). */
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return req_refuse(req, -EBADF, "cannot make an eventfd non-blocking");

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The scanner's own state, shared by the files that make up the thread:
- * scanner.c (the thread and the pass), scanner-setup.c (its start and stop),
+ * scanner-pass.c (the thread and the pass), scanner.c (what the pass, the
+ * commands and the imports do to a client), scanner-setup.c (its start and stop),
  * scanner-cold.c (the cold sweep), scanner-mailbox.c (commands to and
  * from the main thread, both sides), scanner-cmds.c (applying them),
  * scanner-pending.c (the pending set and the users' wait lists),
@@ -136,8 +137,9 @@ void scanner_block(struct scanner *sc, uint64_t deadline_ns);
 /* Sleep until until_ns, clients not told (idle-policy.h: a nap). */
 void scanner_nap(struct scanner *sc, uint64_t until_ns);
 
-/* scanner.c: the thread (scanner_start in scanner-setup.c runs it) */
+/* scanner-pass.c: the thread (scanner_start in scanner-setup.c runs it) */
 void *scanner_main(void *arg);
+/* scanner.c */
 int scanner_drain_queue(struct scanner *sc, struct scanner_session *ss, int in_cmd);
 void scanner_set_broken(struct scanner *sc, struct scanner_session *ss, enum scanner_broken why);
 int scanner_slot_settled(const struct scanner_slot *s);

@@ -2,7 +2,7 @@
 /*
  * The scanner as the main thread sees it: starting and stopping the thread,
  * the arrays it is given once and never reallocates, and a session's view
- * of a region before it is handed over (scanner.c is the thread itself).
+ * of a region before it is handed over (scanner-pass.c is the thread itself).
  */
 #include <errno.h>
 #include <stdlib.h>
