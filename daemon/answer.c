@@ -11,8 +11,8 @@
 #include "fdpass.h"
 #include "handler.h"
 #include "proto.h"
-#include "server.h"
-#include "session.h"
+#include "server-state.h"
+#include "session-state.h"
 
 /* Messages one step sends at most: a step's worth of system calls. */
 #define STEP_MSGS 32u

@@ -34,14 +34,6 @@ struct request;
 struct answer;
 struct req_verdict;
 
-/* The sessions with an answer or held for their user's budget, in the
- * order they are stepped (the server's); and those whose answer failed, for
- * the session's owner to drop. */
-struct answer_list {
-	struct session *head, *tail;
-	struct session *failed;
-};
-
 /* What an answer builds. build() appends the next messages with
  * answer_emit(), doing at most about a step's work, and adds what it did to
  * *w; it returns 0 while there is more to come, 1 when the answer is whole,

@@ -15,9 +15,10 @@
 #include <string.h>
 
 #include "closer.h"
+#include "config.h"
 #include "handler.h"
-#include "server.h"
-#include "session.h"
+#include "server-state.h"
+#include "session-state.h"
 #include "timeline.h"
 
 int req_hello(struct server *srv, struct session *s, struct request *req)

@@ -30,9 +30,10 @@
 #include <unistd.h>
 
 #include "closer.h"
+#include "config.h"
 #include "handler.h"
-#include "server.h"
-#include "session.h"
+#include "server-state.h"
+#include "session-state.h"
 
 #define HANDLE_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 #define BUCKETS 1024u

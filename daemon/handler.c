@@ -12,7 +12,8 @@
 
 #include "fdpass.h"
 #include "proto.h"
-#include "server.h"
+#include "server-state.h"
+#include "session-state.h"
 
 /* ---------------------------------------------------------------- */
 /* Replies                                                           */

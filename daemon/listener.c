@@ -11,11 +11,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "closer.h"
+#include "config.h"
 #include "fd-util.h"
 #include "group-name.h"
 #include "handler.h"
 #include "notify.h"
-#include "server.h"
+#include "server-state.h"
+#include "session.h"
 #include "socket-perms.h"
 
 /* ---------------------------------------------------------------- */

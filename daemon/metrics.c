@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "answer.h"
+#include "config.h"
 #include "latency-hist.h"
-#include "server.h"
-#include "session.h"
+#include "server-state.h"
+#include "session-state.h"
 #include "stuck.h"
 
 void metrics_session_init(struct session_metrics *m, int sock, pid_t pid)

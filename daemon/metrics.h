@@ -6,7 +6,8 @@
  * and the cool-downs begun, with their reasons. Main thread only; the
  * scanner's side is a few relaxed stores per arm and completion. Stuck slots
  * are found in stuck.c; the METRICS answer is sent by queries.c, with the
- * records made here.
+ * records made here. The tables (struct drop_table, struct user_totals) are
+ * the server's (server-state.h), kept here.
  */
 #ifndef CUFLAGD_METRICS_H
 #define CUFLAGD_METRICS_H
@@ -14,59 +15,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "client-info.h"
 #include "cuflag-proto.h"
-#include "log.h"
 
 struct server;
 struct session;
+struct session_metrics;
 struct user;
+struct user_total;
+struct user_totals;
 struct loop_work;
 struct lhist_snap;
-
-/* One client's share, in struct session. */
-struct session_metrics {
-	struct client_ident ident;
-	uint32_t stuck;          /* stuck slots at the last look */
-	uint64_t *stuck_logged;  /* per slot: the wait logged as stuck (its start), or 0;
-				  * made at the first stuck slot */
-	struct cuflagd_ratelimit rl; /* its stuck lines */
-	int folded;              /* its counts are in its user's totals */
-};
-
-/* Drops and cool-downs per user, for the users seen lately (the oldest entry
- * makes room). Kept past the user's last connection: a drop usually is it. */
-#define DROP_USERS 64
-
-struct drop_table_entry {
-	uid_t uid;
-	uint64_t last_ms; /* 0: entry unused */
-	uint64_t drops[CUFLAG_DROP_REASONS];
-	uint64_t cooldowns[CUFLAG_DROP_REASONS];
-};
-
-struct drop_table {
-	struct drop_table_entry e[DROP_USERS];
-};
-
-/* Each user's arms, completions and clients since the daemon started, its
- * clients gone included (a client's counts are added when the scanner has
- * let go of it; a live one's are added when asked). One entry per uid that
- * ever held a region, sorted by uid, up to USER_TOTALS_MAX; the users past
- * that are summed in others, so that every user's totals still add up to
- * the daemon's. */
-#define USER_TOTALS_MAX 4096
-
-struct user_total {
-	uid_t uid;
-	uint64_t arms, completions, clients;
-};
-
-struct user_totals {
-	struct user_total *v;
-	uint32_t n, cap;
-	struct user_total others;
-};
 
 /* At accept: who the peer of sock is. */
 void metrics_session_init(struct session_metrics *m, int sock, pid_t pid);

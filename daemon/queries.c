@@ -10,10 +10,12 @@
 #include <sys/stat.h>
 
 #include "answer.h"
+#include "config.h"
 #include "handler.h"
 #include "latency-hist.h"
-#include "server.h"
-#include "session.h"
+#include "metrics.h"
+#include "server-state.h"
+#include "session-state.h"
 #include "stuck.h"
 
 _Static_assert(LHIST_NBOUNDS == CUFLAG_HIST_BOUNDS, "the wire's bounds are the histogram's");

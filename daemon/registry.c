@@ -3,7 +3,7 @@
 
 #include <stdint.h>
 
-#include "session.h"
+#include "session-state.h"
 
 void registry_link(struct registry *r, struct session *s)
 {

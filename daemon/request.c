@@ -7,12 +7,13 @@
 #include <string.h>
 
 #include "attach.h"
+#include "config.h"
 #include "export.h"
 #include "fdpass.h"
 #include "proto.h"
 #include "queries.h"
-#include "server.h"
-#include "session.h"
+#include "server-state.h"
+#include "session-state.h"
 
 /* How long an ALLOC may wait for freed slots before it is refused. */
 #define PARK_MAX_MS 1000

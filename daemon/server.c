@@ -14,13 +14,18 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "answer.h"
+#include "closer.h"
+#include "config.h"
 #include "export.h"
 #include "fd-util.h"
 #include "listener.h"
+#include "metrics.h"
 #include "notify.h"
 #include "proto.h"
 #include "queries.h"
 #include "region-guard.h"
+#include "session.h"
 #include "stuck.h"
 
 /* Fds kept free below the limit for requests that carry fds and for accept. */

@@ -13,11 +13,13 @@
 #include "answer.h"
 #include "broken.h"
 #include "closer.h"
+#include "config.h"
 #include "export.h"
 #include "fair-share.h"
 #include "fdpass.h"
+#include "metrics.h"
 #include "request.h"
-#include "server.h"
+#include "server-state.h"
 
 /* A freed slot's next timeline starts this far past its last armed value,
  * so a write from the old timeline that lands late reads as "behind". */

@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
-#include "session.h"
+#include "config.h"
+#include "server-state.h"
+#include "session-state.h"
 
 /* A slot's wait: since when (the scanner's stamp, scanner.h), 0 when it is
  * not waiting or not the client's (freed and retiring). */
