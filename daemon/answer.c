@@ -282,7 +282,7 @@ void answers_run(struct server *srv)
 		/* Root's and the admin group's answers first, every round. */
 		for (int lane = LANE_ADMIN; lane <= LANE_USER; lane++) {
 			for (struct session *s = srv->answers.head, *n; s; s = n) {
-				n = s->anext; /* a step may end s's answer or drop s */
+				n = s->anext; /* a step may end s's answer, or fail it */
 				if (s->dead)
 					continue;
 				if (s->held) {
