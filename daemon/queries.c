@@ -45,6 +45,26 @@ void daemon_totals_read(struct server *srv, struct daemon_totals *t)
 	t->dropped = srv->dropped;
 }
 
+/* The figures a STATS reply and a METRICS daemon record both carry, under
+ * the same names: from the totals t into the record r, of either kind. */
+#define TOTALS_TO_RECORD(r, t)                                                             \
+	do {                                                                               \
+		(r)->uptime_ms = (t)->uptime_ms;                                           \
+		(r)->slots = (t)->slots;                                                   \
+		(r)->dropped = (t)->dropped;                                               \
+		(r)->scanner_state = (t)->st.state;                                        \
+		(r)->armed = (t)->st.armed;                                                \
+		(r)->completions = (t)->st.completions;                                    \
+		(r)->wakes = (t)->st.wakes;                                                \
+		(r)->passes = (t)->st.passes;                                              \
+		(r)->parks = (t)->st.parks;                                                \
+		(r)->bad_arms = (t)->st.bad_arms;                                          \
+		(r)->scanner_cpu_ns = (t)->st.cpu_ns;                                      \
+		(r)->parked_ns = (t)->st.parked_ns;                                        \
+		(r)->sleeping_ns = (t)->st.sleeping_ns;                                    \
+		(r)->spinning_ns = (t)->st.spinning_ns;                                    \
+	} while (0)
+
 int req_stats(struct server *srv, struct session *s, struct request *req)
 {
 	struct cuflag_msg_stats_reply r;
@@ -55,29 +75,16 @@ int req_stats(struct server *srv, struct session *s, struct request *req)
 	r.version = CUFLAG_PROTO_VERSION;
 	r.slab = (uint32_t)srv->cfg->slab;
 	r.epoch = srv->epoch;
-	r.uptime_ms = t.uptime_ms;
+	TOTALS_TO_RECORD(&r, &t);
 	r.clients = t.clients;
-	r.slots = t.slots;
 	r.pending = t.pending;
 	r.grouped_slots = t.grouped;
-	r.armed = t.st.armed;
-	r.wakes = t.st.wakes;
-	r.completions = t.st.completions;
-	r.parks = t.st.parks;
-	r.passes = t.st.passes;
-	r.bad_arms = t.st.bad_arms;
-	r.dropped = t.dropped;
-	r.scanner_state = t.st.state;
 	r.max_clients = srv->cfg->max_clients;
 	r.slots_per_client = srv->cfg->slots_per_client;
 	r.spin_us = (uint32_t)srv->cfg->spin_us;
 	r.scanner_mode = t.st.mode;
-	r.scanner_cpu_ns = t.st.cpu_ns;
 	r.scanner_wakeups = t.st.wakeups;
 	r.scanner_sleeps = t.st.sleeps;
-	r.parked_ns = t.st.parked_ns;
-	r.sleeping_ns = t.st.sleeping_ns;
-	r.spinning_ns = t.st.spinning_ns;
 	r.timer_late_ns = t.st.timer_late_ns;
 	snprintf(r.daemon_version, sizeof(r.daemon_version), "%s", CUFLAG_VERSION);
 	/* Its totals walk every client once. */
@@ -197,11 +204,10 @@ static int emit_daemon(struct server *srv, struct session *s, struct answer *a,
 	d.kind = CUFLAG_METRICS_DAEMON;
 	d.flags = (srv->cfg->no_metrics ? 0 : CUFLAG_METRICS_F_TIMING) |
 		  (s->admin ? CUFLAG_METRICS_F_ALL : 0) | CUFLAG_METRICS_F_SCAN_TIMES;
-	d.uptime_ms = t.uptime_ms;
+	TOTALS_TO_RECORD(&d, &t);
 	d.stuck_ms = srv->cfg->stuck_ms;
 	d.connections = srv->users.total[USER_CONNS];
 	d.regions = t.clients;
-	d.slots = t.slots;
 	d.pending = (uint32_t)t.pending;
 	registry_each(&srv->reg, REG_ATTACHED, sum_stuck, &v);
 	d.stuck = v.stuck;
@@ -211,20 +217,8 @@ static int emit_daemon(struct server *srv, struct session *s, struct answer *a,
 	for (unsigned i = 0; i < USERS_BUCKETS; i++)
 		for (struct user *u = srv->users.bucket[i]; u; u = u->next)
 			d.users += u->held[USER_CONNS] > 0;
-	d.scanner_state = t.st.state;
 	d.nbounds = CUFLAG_HIST_BOUNDS;
-	d.armed = t.st.armed;
-	d.completions = t.st.completions;
-	d.wakes = t.st.wakes;
-	d.passes = t.st.passes;
-	d.parks = t.st.parks;
-	d.bad_arms = t.st.bad_arms;
-	d.dropped = t.dropped;
-	d.scanner_cpu_ns = t.st.cpu_ns;
 	d.wakeups = t.st.wakeups;
-	d.parked_ns = t.st.parked_ns;
-	d.sleeping_ns = t.st.sleeping_ns;
-	d.spinning_ns = t.st.spinning_ns;
 	memcpy(d.bounds_ns, lhist_bounds_ns, sizeof(d.bounds_ns));
 	/* Its totals and its count of stuck slots walk every client twice. */
 	w->sessions += 2 * srv->users.total[USER_CONNS];
