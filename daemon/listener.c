@@ -20,6 +20,7 @@
 #include "server-state.h"
 #include "session.h"
 #include "socket-perms.h"
+#include "unix-socket.h"
 
 /* ---------------------------------------------------------------- */
 /* The listening socket                                              */
@@ -31,29 +32,23 @@
  */
 static int socket_is_live(const char *path)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	int live;
+	/* Non-blocking: a live daemon whose backlog is full says EAGAIN. */
+	int fd = cuflag_unix_connect_nonblock(path);
 
-	if (fd < 0)
-		return -errno;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	live = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 1
-	       : errno == ECONNREFUSED || errno == ENOENT ? 0 : -errno;
-	close(fd);
-	return live;
+	if (fd >= 0) {
+		close(fd);
+		return 1;
+	}
+	return fd == -EAGAIN ? 1 : fd == -ECONNREFUSED || fd == -ENOENT ? 0 : fd;
 }
 
 static int listen_on_path(struct server *srv, const char *path)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct stat st;
-	mode_t old;
 	int fd, rc;
 
-	if (strlen(path) >= sizeof(a.sun_path))
+	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return -ENAMETOOLONG;
-	strcpy(a.sun_path, path);
 	socket_dir_make(path, srv->cfg);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
@@ -73,21 +68,18 @@ static int listen_on_path(struct server *srv, const char *path)
 		if (unlink(path) < 0 && errno != ENOENT)
 			return -errno;
 	}
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = cuflag_unix_bind(path, socket_umask(srv->cfg));
 	if (fd < 0)
-		return -errno;
-	/* Created with its mode from the start: no window where it is wider. */
-	old = umask(socket_umask(srv->cfg));
-	rc = bind(fd, (struct sockaddr *)&a, sizeof(a));
-	umask(old);
-	if (rc == 0 && (rc = socket_own(path, srv->cfg)) < 0) {
+		return fd;
+	rc = socket_own(path, srv->cfg);
+	if (rc < 0) {
 		log_err("%s: cannot give it group %lld: %s", path, (long long)srv->cfg->socket_gid,
 			strerror(-rc));
 		unlink(path);
 		close(fd);
 		return rc;
 	}
-	if (rc < 0 || listen(fd, 128) < 0) {
+	if (listen(fd, 128) < 0) {
 		rc = -errno;
 		close(fd);
 		return rc;

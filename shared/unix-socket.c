@@ -171,6 +171,30 @@ int cuflag_unix_connect_nonblock(const char *path)
 	return unix_connect(path, 0, SOCK_SEQPACKET | SOCK_NONBLOCK);
 }
 
+int cuflag_unix_bind(const char *path, mode_t umask_bits)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	size_t len = strlen(path);
+	mode_t old;
+	int fd, rc;
+
+	if (len >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(a.sun_path, path, len + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* Created with its mode from the start: no window where it is wider. */
+	old = umask(umask_bits);
+	rc = bind(fd, (struct sockaddr *)&a, sizeof(a));
+	umask(old);
+	if (rc < 0) {
+		safe_close(fd); /* keeps errno */
+		return -errno;
+	}
+	return fd;
+}
+
 int cuflag_unix_pair(int fds[2])
 {
 	return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) < 0 ? -errno : 0;

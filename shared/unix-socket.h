@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* The AF_UNIX SOCK_SEQPACKET sockets: a connection to cuflagd's socket, a
- * connected pair between two processes. */
+/* The AF_UNIX SOCK_SEQPACKET sockets: a connection to cuflagd's socket, the
+ * daemon's own socket, a connected pair between two processes. The one file
+ * that makes them. */
 #ifndef CUFLAG_UNIX_SOCKET_H
 #define CUFLAG_UNIX_SOCKET_H
+
+#include <sys/types.h>
 
 /*
  * Connect a blocking, close-on-exec SOCK_SEQPACKET socket to the AF_UNIX
@@ -23,6 +26,13 @@ const char *cuflag_unix_connect_hint(int err);
 /* The same, non-blocking and without timeouts: a listener whose backlog is
  * full fails it with -EAGAIN rather than make it wait. */
 int cuflag_unix_connect_nonblock(const char *path);
+
+/* A non-blocking, close-on-exec SOCK_SEQPACKET socket bound to path, made
+ * under umask_bits (its mode from the start: no window where it is wider);
+ * the caller gives it its group and listens. The fd, or a negative errno:
+ * -ENAMETOOLONG, or what socket(2) or bind(2) failed with (-EADDRINUSE,
+ * -EACCES, ...). */
+int cuflag_unix_bind(const char *path, mode_t umask_bits);
 
 /* A connected pair of blocking, close-on-exec SOCK_SEQPACKET sockets, as
  * socketpair(2) fills fds. 0, or what socketpair(2) failed with (-EMFILE,
