@@ -21,16 +21,7 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
 		uint64_t clip = 4 * t->dev_ns + PREDICT_WINDOW_MIN_NS;
 		uint64_t off = d > t->lat_ns ? d - t->lat_ns : t->lat_ns - d;
 		uint64_t dc = off <= clip ? d : d > t->lat_ns ? t->lat_ns + clip : t->lat_ns - clip;
-		uint64_t o = off < clip ? off : clip;
-
-		/* The spread rises fast and falls slowly: an envelope, not a
-		 * mean. A mean of how far durations that scatter evenly fall
-		 * from theirs dips below their spread whenever a few land near
-		 * the middle, and the next early or late one lands outside the
-		 * window the scanner spins across: seen after a sleep, not at
-		 * once (docs/BENCHMARKS.md, "The tail"). */
-		t->dev_ns = o > t->dev_ns ? (t->dev_ns + o) / 2
-					 : t->dev_ns - (t->dev_ns - o) / PREDICT_DEV_FALL;
+		t->dev_ns = (3 * t->dev_ns + (off < clip ? off : clip)) / 4;
 		t->lat_ns = (3 * t->lat_ns + dc) / 4;
 	} else {
 		/* A first guess with a modest spread: a wide one would have the

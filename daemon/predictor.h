@@ -8,9 +8,8 @@
  * GPU work is regular: the same kernels on the same sizes take about as long
  * each time. So each slot keeps a running mean of how long its completions
  * took, from the arm (or its previous completion) to the pass that saw the
- * flag, and an envelope of how far they were from it (quick to grow, slow
- * to shrink: TCP's smoothed round-trip time and its deviation, but biased
- * to the tail). A slot is looked at again a lead
+ * flag, and a running mean of how far they were from it (TCP's smoothed
+ * round-trip time and its deviation). A slot is looked at again a lead
  * before it is due (the timer's lateness lately, so that the wake comes
  * before the flag); a slot that is due and has not landed is spun on across
  * its spread, then looked at in steps that grow with how overdue it is (a
@@ -26,7 +25,7 @@
 struct slot_timing {
 	uint64_t since_ns; /* awaited since: its arm, or its previous completion */
 	uint64_t lat_ns;   /* running mean of how long completions took */
-	uint64_t dev_ns;   /* envelope of how far they were from lat_ns */
+	uint64_t dev_ns;   /* running mean of how far they were from lat_ns */
 };
 
 /* How late the scanner's timed waits end (their own error, not the
@@ -58,11 +57,9 @@ struct timer_lateness {
 #define PREDICT_WINDOW_MIN_NS 4000u
 /* The window a pending slot is spun across: from PREDICT_DUE_DEVS spreads
  * before its mean duration (less the timer's lead) to PREDICT_END_DEVS
- * after it, the spread an envelope that falls by 1/PREDICT_DEV_FALL of its
- * excess a completion. */
+ * after it. */
 #define PREDICT_DUE_DEVS 3u
 #define PREDICT_END_DEVS 3u
-#define PREDICT_DEV_FALL 16u
 
 /* A slot armed at now with no completion in flight starts being awaited. */
 void predict_armed(struct slot_timing *t, uint64_t now_ns);
