@@ -56,15 +56,17 @@ setup "$BUILD" -Dwerror=true
 meson test -C "$BUILD" --print-errorlogs --num-processes 2 --no-suite attack
 # The attacks measure wake times in milliseconds on whatever machine this is:
 # an attack whose window misses a target because the machine itself stalled
-# (the suite prints how late a plain sleeping thread woke) is measured again,
-# up to twice; one that misses all three times fails.
+# (the suite prints how late a plain sleeping thread woke: on the 2-CPU
+# machine of docs/RELIABILITY.md, by up to 34 ms in windows with no daemon
+# fault) is measured again, up to four times; one that misses all five times
+# fails.
 if ! meson test -C "$BUILD" --print-errorlogs --suite attack; then
 	missed=$(log_results "$BUILD/meson-logs/testlog.json" |
 		awk '$2 != "OK" && $2 != "SKIP" && $2 != "EXPECTEDFAIL" { print $1 }')
 	[ -n "$missed" ] || exit 1
 	for t in $missed; do
 		echo "attack suite: $t missed a target; measured again"
-		attack_again "$t" || attack_again "$t"
+		attack_again "$t" || attack_again "$t" || attack_again "$t" || attack_again "$t"
 	done
 fi
 
