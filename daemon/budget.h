@@ -39,6 +39,8 @@
 
 #include <stdint.h>
 
+#include "slowdown.h"
+
 struct write_budget_cfg {
 	uint64_t cap_ns;         /* --write-budget-us: most a user's level may hold */
 	uint64_t allowance_ns;   /* a write may cost this, free */
@@ -47,19 +49,12 @@ struct write_budget_cfg {
 
 /* The allowance is several times the costliest wake-up measured on a 2-CPU
  * virtual machine (docs/RELIABILITY.md), and a fraction of what an eventfd in
- * tens of thousands of epolls costs a write. Sanitizer builds run every
- * system call through interceptors, many times slower: their allowances are
- * scaled so that a test under them measures the daemon, not the
- * instrumentation. */
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define WRITE_BUDGET_SLOWDOWN 20
-#else
-#define WRITE_BUDGET_SLOWDOWN 1
-#endif
-#define WRITE_BUDGET_ALLOWANCE_NS (250000ull * WRITE_BUDGET_SLOWDOWN)
+ * tens of thousands of epolls costs a write. Sanitizer builds scale it
+ * (shared/slowdown.h). */
+#define WRITE_BUDGET_ALLOWANCE_NS (250000ull * CUFLAG_SLOWDOWN)
 
 #define WRITE_BUDGET_DEFAULTS(cap)                                                         \
-	((struct write_budget_cfg){ .cap_ns = (cap) * WRITE_BUDGET_SLOWDOWN,               \
+	((struct write_budget_cfg){ .cap_ns = (cap) * CUFLAG_SLOWDOWN,                     \
 				    .allowance_ns = WRITE_BUDGET_ALLOWANCE_NS,             \
 				    .suspect_for_ns = 1000000000 })
 

@@ -39,8 +39,8 @@
 
 /* Scaled like the write budget's allowances in sanitizer builds, where
  * every write runs through interceptors many times slower (budget.h). */
-#define FAIR_SHARE_QUANTUM_NS (50000 * WRITE_BUDGET_SLOWDOWN)
-#define FAIR_SHARE_DROP_NS (2000000000ull * WRITE_BUDGET_SLOWDOWN)
+#define FAIR_SHARE_QUANTUM_NS (50000 * CUFLAG_SLOWDOWN)
+#define FAIR_SHARE_DROP_NS (2000000000ull * CUFLAG_SLOWDOWN)
 #define FAIR_SHARE_DROP_WRITE_NS WRITE_BUDGET_ALLOWANCE_NS
 
 struct fair_share {

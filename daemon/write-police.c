@@ -68,11 +68,6 @@ void police_stop(struct write_police *p)
 	p->have_tick = 0;
 }
 
-static uint64_t thread_cpu_ns(void)
-{
-	return cuflag_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-}
-
 enum scanner_broken police_write(struct write_police *p, struct scanner_user *u, int efd,
 				 uint64_t v, uint64_t *cost_ns)
 {
@@ -90,7 +85,7 @@ enum scanner_broken police_write(struct write_police *p, struct scanner_user *u,
 			return fcntl(efd, F_GETFL) & O_NONBLOCK ? BROKEN_FULL : BROKEN_STALL;
 	}
 	if (cpu)
-		c0 = thread_cpu_ns();
+		c0 = cuflag_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	atomic_store_explicit(&p->write_since_ns, t0, memory_order_relaxed);
 	w = write(efd, &v, sizeof(v));
 	atomic_store_explicit(&p->write_since_ns, 0, memory_order_relaxed);
@@ -109,7 +104,7 @@ enum scanner_broken police_write(struct write_police *p, struct scanner_user *u,
 		/* A write cannot have run longer than it took; where the CPU clock
 		 * says so (seen under nested virtualisation), it is the clock's
 		 * error, not the write's cost. */
-		uint64_t c = thread_cpu_ns() - c0;
+		uint64_t c = cuflag_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
 		cost = c < cost ? c : cost;
 	}
 	/* What the share charges: the CPU time of a suspect's write, and no

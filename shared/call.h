@@ -11,17 +11,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* How long a requester waits for a reply (the socket's timeouts). Builds
- * under a sanitizer run every system call of the daemon through
- * interceptors, many times slower: a daemon serving sixteen clients that
- * each ask for 16 384 slots at once answers the last within seconds, not
- * within 5 s; such builds wait longer, so that their tests measure the
- * daemon, not the instrumentation (as the write budget does, budget.h). */
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define CUFLAG_REPLY_TIMEOUT_S 30
-#else
-#define CUFLAG_REPLY_TIMEOUT_S 5
-#endif
+#include "slowdown.h"
+
+/* How long a requester waits for a reply (the socket's timeouts). A daemon
+ * serving sixteen clients that each ask for 16 384 slots at once answers the
+ * last within seconds under a sanitizer (slowdown.h), not within 5 s: such
+ * builds wait 30 s, enough for that and still a hang's bound. */
+#define CUFLAG_REPLY_TIMEOUT_S (CUFLAG_SLOWDOWN > 1 ? 30 : 5)
 
 struct cuflag_call {
 	/* The request: its type and id (chosen by the caller), body and fds. */

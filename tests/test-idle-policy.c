@@ -493,8 +493,8 @@ START_TEST(test_share_per_pass)
 	 * a thread on another CPU of a virtual machine) never are. */
 	ck_assert(!carried_too_long_after(FAIR_SHARE_DROP_WRITE_NS, FAIR_SHARE_DROP_NS / 2));
 	ck_assert(carried_too_long_after(FAIR_SHARE_DROP_WRITE_NS, FAIR_SHARE_DROP_NS + 10 * MS));
-	ck_assert(!carried_too_long_after(1 * US * WRITE_BUDGET_SLOWDOWN, 2 * FAIR_SHARE_DROP_NS));
-	ck_assert(!carried_too_long_after(25 * US * WRITE_BUDGET_SLOWDOWN, 2 * FAIR_SHARE_DROP_NS));
+	ck_assert(!carried_too_long_after(1 * US * CUFLAG_SLOWDOWN, 2 * FAIR_SHARE_DROP_NS));
+	ck_assert(!carried_too_long_after(25 * US * CUFLAG_SLOWDOWN, 2 * FAIR_SHARE_DROP_NS));
 	ck_assert_int_ge(served_a, 300);
 	/* One 1 ms write is paid back over the next passes. */
 	ck_assert(share_may_write(&a, pass, FAIR_SHARE_QUANTUM_NS));

@@ -258,10 +258,12 @@ static void regular_arms_timed_from_the_arm(void)
 		uint32_t t;
 		CHECK_RC(cuflag_slot_arm(s, &t));
 		t1 = cuflag_now_ns();
+		/* now, read last before the store, is when the flag surely
+		 * was not stored yet: a read after it could come any time
+		 * later on a loaded machine, and overstate the lower bound. */
 		while ((now = cuflag_now_ns()) < t1 + 400 * US)
 			sleep_ns(t1 + 400 * US - now);
 		sim_store(cuflag_slot_flag(s), t);
-		now = cuflag_now_ns();
 		CHECK_RC(cuflag_slot_wait(s, t, 2000));
 		CHECK(consume_blocking(s) == 1);
 		t2 = cuflag_now_ns();
