@@ -42,13 +42,16 @@ static void count_exact(cuflag_slot *s, uint64_t want)
 		  (unsigned long long)want);
 }
 
-/* Nothing more: the eventfd stays quiet for 50 ms. */
+/* Nothing more: 50 ms later nothing is counted. The doorbell may still
+ * ring once: the scanner records what it signals before it writes the
+ * eventfd, so the last count can be read from the record before the write
+ * that announces it arrives (cuflag_slot_consume(): a ring counts nothing). */
 static void expect_quiet(cuflag_slot *s)
 {
 	struct pollfd p = { .fd = cuflag_slot_fd(s), .events = POLLIN };
 	uint64_t n;
 
-	CHECK(poll(&p, 1, 50) == 0);
+	CHECK(poll(&p, 1, 50) >= 0);
 	CHECK(cuflag_slot_consume(s, &n) == -EAGAIN);
 }
 
