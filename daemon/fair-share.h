@@ -36,9 +36,10 @@
 #include <stdint.h>
 
 #include "budget.h"
+#include "slowdown.h"
 
 /* Scaled like the write budget's allowances in sanitizer builds, where
- * every write runs through interceptors many times slower (budget.h). */
+ * every write runs through interceptors many times slower (slowdown.h). */
 #define FAIR_SHARE_QUANTUM_NS (50000 * CUFLAG_SLOWDOWN)
 #define FAIR_SHARE_DROP_NS (2000000000ull * CUFLAG_SLOWDOWN)
 #define FAIR_SHARE_DROP_WRITE_NS WRITE_BUDGET_ALLOWANCE_NS

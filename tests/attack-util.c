@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -103,14 +102,13 @@ long raise_nofile(void)
 pid_t spawn_user(uid_t uid, int nice_inc, void (*fn)(void *), void *arg)
 {
 	pid_t pid = fork();
-	gid_t g0 = 0;
 
 	CHECK(pid >= 0);
 	if (pid)
 		return pid;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	raise_nofile(); /* as root: the hard limit goes with the user */
-	if (setgroups(1, &g0) || setresgid(0, 0, 0) || setresuid(uid, uid, uid)) {
+	if (become_user(uid)) {
 		perror("becoming the test user");
 		_exit(99);
 	}

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -245,4 +246,11 @@ int daemon_user_metrics(const char *sock, uid_t uid, uint32_t *pending, uint32_t
 	} while (!rc && next);
 	close(fd);
 	return rc;
+}
+
+int become_user(uid_t uid)
+{
+	gid_t g0 = 0;
+
+	return setgroups(1, &g0) || setresgid(0, 0, 0) || setresuid(uid, uid, uid) ? -1 : 0;
 }

@@ -18,6 +18,11 @@
 #include "spawn.h"
 #include "test-check.h"
 
+/* Become uid (all three ids) in a child of a root test, keeping gid 0 and
+ * only it as a group, so that the daemon's 0660 socket (group root) stays
+ * reachable: another user to the daemon. 0, or -1 with errno set. */
+int become_user(uid_t uid);
+
 /*
  * Start cuflagd with extra arguments (NULL-terminated list) in a private
  * directory of its own and wait for it. Its stderr goes to a pipe if

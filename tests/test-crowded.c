@@ -15,7 +15,6 @@
  * exactness under carried writes only.
  */
 #include <errno.h>
-#include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -111,12 +110,10 @@ static void count_all(struct proc_slots *p, const char *who)
 static int other_user(const char *sock, int ready, int go)
 {
 	static struct proc_slots p;
-	gid_t g0 = 0;
 	char b = 0;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed check of the parent's ends it */
-	if (getuid() == 0 &&
-	    (setgroups(1, &g0) || setresgid(0, 0, 0) || setresuid(OTHER_UID, OTHER_UID, OTHER_UID)))
+	if (getuid() == 0 && become_user(OTHER_UID))
 		return 2;
 	take(sock, &p);
 	CHECK(write(ready, &b, 1) == 1 && read(go, &b, 1) == 1);

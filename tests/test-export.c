@@ -11,7 +11,6 @@
 #undef NDEBUG
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -153,13 +152,12 @@ enum { ROUND = 50 };
  * restart), tells each count, then how long -EPIPE took. */
 static void importer_child(const char *sock, int sp)
 {
-	gid_t g0 = 0;
 	cuflag_client *c;
 	cuflag_slot *s;
 	int fd;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (setgroups(1, &g0) || setresgid(0, 0, 0) || setresuid(65534, 65534, 65534))
+	if (become_user(65534))
 		_exit(99);
 	CHECK_RC(cuflag_connect(sock, &c));
 	cuflag_client_set_resume_timeout(c, 20000);

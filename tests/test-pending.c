@@ -8,7 +8,6 @@
  * many pending slots across clients complete after a long stall, none lost.
  */
 #include <errno.h>
-#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -83,12 +82,10 @@ static int share_client(const char *sock, int ready, int go)
 	cuflag_slot *s[8];
 	volatile uint32_t *flag[8];
 	uint32_t t[8];
-	gid_t g0 = 0;
 	char b = 0;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed check of the parent's ends it */
-	if (getuid() == 0 &&
-	    (setgroups(1, &g0) || setresgid(0, 0, 0) || setresuid(SHARE_UID, SHARE_UID, SHARE_UID)))
+	if (getuid() == 0 && become_user(SHARE_UID))
 		return 2;
 	CHECK_RC(cuflag_connect(sock, &c));
 	CHECK_RC(cuflag_slots_acquire(c, 8, s));
