@@ -17,6 +17,12 @@
 //!         [--inflight 1,2,4,8,16,32,64]
 //!
 //! It starts its own cuflagd ($CUFLAGD, else build/daemon/cuflagd).
+//!
+//! It runs with `CUDA_DEVICE_MAX_CONNECTIONS=32` unless that is set: the
+//! driver's default of 8 hardware queues puts several streams on each, and
+//! a flag written after a kernel holds its queue until the kernel ends, so
+//! with more streams than queues a stream's kernel waits behind another's
+//! (docs/BENCHMARKS.md, "A Rust tokio server on an NVIDIA H200").
 
 #[path = "../tests/support/daemon.rs"]
 mod daemon;
@@ -193,8 +199,17 @@ fn run_cell(srv: &Server, way: Way, n: usize) -> Cell {
     }
 }
 
+/// Hardware queues the bench asks the driver for, unless the environment
+/// names a number: one a stream, up to 32.
+const CONNECTIONS: &str = "32";
+
 fn main() {
     let o = opts();
+    // Read by the driver when it makes the context: set before Gpu::open,
+    // while this is the only thread.
+    if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
+        std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", CONNECTIONS);
+    }
     let g = match Gpu::open() {
         Some(g) => Arc::new(g),
         None => {
@@ -225,11 +240,13 @@ fn main() {
         daemon_pid: d.pid().to_string(),
     };
     println!(
-        "GPU: {}; kernel {} us; {} s per cell; tokio multi-thread, {} workers; cuflag {}",
+        "GPU: {}; kernel {} us; {} s per cell; tokio multi-thread, {} workers; \
+         CUDA_DEVICE_MAX_CONNECTIONS={}; cuflag {}",
         g.name,
         o.kernel_ns / 1000,
         o.seconds,
         o.workers,
+        std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").unwrap_or_default(),
         cuflag::library_version()
     );
     println!(
