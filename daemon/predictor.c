@@ -7,27 +7,47 @@ void predict_armed(struct slot_timing *t, uint64_t now_ns)
 	t->since_ns = now_ns;
 }
 
-uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t now_ns)
+/* A side's spread after a completion that fell off from the mean on that
+ * side (clipped), seen as seen says (enum predict_seen). */
+static uint64_t next_spread(uint64_t dev, uint64_t off, enum predict_seen seen)
 {
-	uint64_t seen = planned_ns > t->since_ns && planned_ns < now_ns ? planned_ns : now_ns;
-	uint64_t d = seen > t->since_ns ? seen - t->since_ns : 0;
+	if (seen == PREDICT_SEEN_CROWDED)
+		return (3 * dev + off) / 4;
+	if (off <= dev)
+		return dev - (dev - off) / PREDICT_DEV_FALL;
+	return seen == PREDICT_SEEN_ASLEEP ? (dev + off) / 2 : dev + (off - dev) / PREDICT_DEV_FALL;
+}
+
+uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t now_ns,
+			   enum predict_seen seen)
+{
+	uint64_t at = planned_ns > t->since_ns && planned_ns < now_ns ? planned_ns : now_ns;
+	uint64_t d = at > t->since_ns ? at - t->since_ns : 0;
 
 	if (t->lat_ns) {
 		/* One sample moves the mean by at most a quarter of the window
-		 * and at most doubles the spread: a completion a stream or the
-		 * machine delayed once does not have the next dozen looked at
-		 * early and spun on (a lasting change is followed within a few
-		 * samples: the spread and with it the clip grow geometrically). */
-		uint64_t clip = 4 * t->dev_ns + PREDICT_WINDOW_MIN_NS;
+		 * and the spread by at most 2.5 times: a completion a stream or
+		 * the machine delayed once does not have the next dozen looked
+		 * at early and spun on (a lasting change is followed within a
+		 * few samples: the spread and with it the clip grow
+		 * geometrically). */
+		uint64_t wide = t->dev_ns > t->dev_late_ns ? t->dev_ns : t->dev_late_ns;
+		uint64_t clip = 4 * wide + PREDICT_WINDOW_MIN_NS;
 		uint64_t off = d > t->lat_ns ? d - t->lat_ns : t->lat_ns - d;
 		uint64_t dc = off <= clip ? d : d > t->lat_ns ? t->lat_ns + clip : t->lat_ns - clip;
-		t->dev_ns = (3 * t->dev_ns + (off < clip ? off : clip)) / 4;
+		uint64_t o = off < clip ? off : clip;
+
+		/* The side it fell on (both when on the mean, or crowded). */
+		if (d <= t->lat_ns || seen == PREDICT_SEEN_CROWDED)
+			t->dev_ns = next_spread(t->dev_ns, o, seen);
+		if (d >= t->lat_ns || seen == PREDICT_SEEN_CROWDED)
+			t->dev_late_ns = next_spread(t->dev_late_ns, o, seen);
 		t->lat_ns = (3 * t->lat_ns + dc) / 4;
 	} else {
 		/* A first guess with a modest spread: a wide one would have the
 		 * scanner spin across it for the next several completions. */
 		t->lat_ns = d;
-		t->dev_ns = d / 8;
+		t->dev_ns = t->dev_late_ns = d / 8;
 	}
 	/* 0 means "nothing learned": a completion seen at once still is. */
 	if (!t->lat_ns)
@@ -43,8 +63,11 @@ void predict_completed_unseen(struct slot_timing *t, uint64_t now_ns)
 
 void predict_seed(struct slot_timing *t, const struct slot_timing *from)
 {
+	uint64_t least = from->lat_ns / 8;
+
 	t->lat_ns = from->lat_ns;
-	t->dev_ns = from->lat_ns / 8 > from->dev_ns ? from->lat_ns / 8 : from->dev_ns;
+	t->dev_ns = least > from->dev_ns ? least : from->dev_ns;
+	t->dev_late_ns = least > from->dev_late_ns ? least : from->dev_late_ns;
 }
 
 /* Replace old (or, ring not full, nothing) by late in the sorted copy and
@@ -110,7 +133,7 @@ uint64_t predict_look_at(const struct slot_timing *t, uint64_t now_ns, uint64_t 
 	 * durations scatter wider (10 us and 10 ms mixed on one slot) is then
 	 * looked at in growing steps, each late by at most a quarter of how
 	 * overdue it is, not spun on across its whole spread. */
-	uint64_t early = PREDICT_DUE_DEVS * t->dev_ns, late = PREDICT_END_DEVS * t->dev_ns;
+	uint64_t early = PREDICT_DUE_DEVS * t->dev_ns, late = PREDICT_END_DEVS * t->dev_late_ns;
 	uint64_t due = t->since_ns + (t->lat_ns > early ? t->lat_ns - early : 0);
 	uint64_t end = t->since_ns + t->lat_ns + (late < t->lat_ns ? late : t->lat_ns) +
 		       PREDICT_LEAD_MIN_NS, overdue, step;

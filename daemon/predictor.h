@@ -8,8 +8,11 @@
  * GPU work is regular: the same kernels on the same sizes take about as long
  * each time. So each slot keeps a running mean of how long its completions
  * took, from the arm (or its previous completion) to the pass that saw the
- * flag, and a running mean of how far they were from it (TCP's smoothed
- * round-trip time and its deviation). A slot is looked at again a lead
+ * flag, and a spread either side of it: how far they fall before and after
+ * it (TCP's smoothed round-trip time and its deviation, one a side),
+ * widened when a completion landed on that side while the scanner slept
+ * (outside the window: the tail) and narrowed slowly while they land inside
+ * it (enum predict_seen). A slot is looked at again a lead
  * before it is due (the timer's lateness lately, so that the wake comes
  * before the flag); a slot that is due and has not landed is spun on across
  * its spread, then looked at in steps that grow with how overdue it is (a
@@ -23,9 +26,12 @@
 
 /* One slot's history. lat_ns 0: nothing learned yet. */
 struct slot_timing {
-	uint64_t since_ns; /* awaited since: its arm, or its previous completion */
-	uint64_t lat_ns;   /* running mean of how long completions took */
-	uint64_t dev_ns;   /* running mean of how far they were from lat_ns */
+	uint64_t since_ns;    /* awaited since: its arm, or its previous completion */
+	uint64_t lat_ns;      /* running mean of how long completions took */
+	uint64_t dev_ns;      /* how far they fell before lat_ns (enum predict_seen) */
+	uint64_t dev_late_ns; /* and after it: work held up by a stream or the
+			       * machine lands late, never early, and spinning
+			       * before the mean for it would cost every wake */
 };
 
 /* How late the scanner's timed waits end (their own error, not the
@@ -55,11 +61,37 @@ struct timer_lateness {
 #define PREDICT_LEAD_MIN_NS 2000u
 #define PREDICT_LEAD_MAX_NS 80000u
 #define PREDICT_WINDOW_MIN_NS 4000u
-/* The window a pending slot is spun across: from PREDICT_DUE_DEVS spreads
- * before its mean duration (less the timer's lead) to PREDICT_END_DEVS
- * after it. */
+/* The window a pending slot is spun across: from PREDICT_DUE_DEVS early
+ * spreads before its mean duration (less the timer's lead) to
+ * PREDICT_END_DEVS late spreads after it. */
 #define PREDICT_DUE_DEVS 3u
 #define PREDICT_END_DEVS 3u
+
+/* How the pass that saw a completion came to see it, which decides how the
+ * slot's spread moves. A running mean of how far durations that scatter
+ * evenly fall from theirs dips below their spread whenever a few land near
+ * the middle, and the next early or late one lands while the scanner
+ * sleeps: seen a sleep late, the tail of every wake. */
+enum predict_seen {
+	/* By a pass that followed no timed sleep: inside the window (or while
+	 * another slot's kept the scanner awake). The spread of the side it
+	 * fell on moves a PREDICT_DEV_FALL-th of the way to how far it fell. */
+	PREDICT_SEEN_AWAKE,
+	/* By the first pass after a timed sleep: it landed outside the window.
+	 * The spread of its side goes halfway up to how far it fell, at once
+	 * (down as for AWAKE). */
+	PREDICT_SEEN_ASLEEP,
+	/* Where a wide window would crowd others out: a slot of a user with
+	 * more than PREDICT_WIDEN_MAX_HOT slots read every pass (the windows
+	 * of hundreds of slots held wide would overlap, and the scanner would
+	 * spin through all of them), or any slot on a machine of few CPUs
+	 * (the scanner's spin takes a CPU that the awaited work, or a woken
+	 * waiter, may need). A plain running mean of how far, either way,
+	 * for both sides: a quarter of the way, up or down. */
+	PREDICT_SEEN_CROWDED,
+};
+#define PREDICT_DEV_FALL 16u
+#define PREDICT_WIDEN_MAX_HOT 64u
 
 /* A slot armed at now with no completion in flight starts being awaited. */
 void predict_armed(struct slot_timing *t, uint64_t now_ns);
@@ -70,10 +102,11 @@ void predict_armed(struct slot_timing *t, uint64_t now_ns);
  * the flag most likely landed while the timer was late, and the earlier
  * time is learned, so that a guess that woke the scanner late shrinks until
  * a wake comes before the flag. (Not the look before the sleep: that would
- * learn the whole sleep as the error.) More remains armed: awaited from now.
- * Returns the duration learned.
+ * learn the whole sleep as the error.) seen: how the pass came to see it.
+ * More remains armed: awaited from now. Returns the duration learned.
  */
-uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t now_ns);
+uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t now_ns,
+			   enum predict_seen seen);
 
 /*
  * The flag of t's slot was seen advanced by a pass after a wait that an arm
@@ -84,7 +117,7 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
 void predict_completed_unseen(struct slot_timing *t, uint64_t now_ns);
 
 /* Seed a new slot's history from one of the same client's (its kernels are
- * likely the same): its mean, and a spread of at least an eighth of it. */
+ * likely the same): its mean, and spreads of at least an eighth of it. */
 void predict_seed(struct slot_timing *t, const struct slot_timing *from);
 
 /* How long before a due time to wake: the timer's lateness (its 90th

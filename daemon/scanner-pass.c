@@ -85,8 +85,14 @@ static void learn_completion(struct scanner *sc, struct scanner_slot *s)
 		predict_completed_unseen(&s->timing, sc->now);
 		return;
 	}
+	int crowded = sc->few_cpus || s->sess->user->hot > PREDICT_WIDEN_MAX_HOT;
+	enum predict_seen seen = crowded       ? PREDICT_SEEN_CROWDED
+				 : sc->planned ? PREDICT_SEEN_ASLEEP
+					       : PREDICT_SEEN_AWAKE;
+
 	idle_note_done(&sc->idle, predict_completed(&s->timing,
-						    sc->planned ? sc->planned : sc->now, sc->now));
+						    sc->planned ? sc->planned : sc->now, sc->now,
+						    seen));
 	s->sess->hint = s->timing;
 }
 
@@ -134,7 +140,7 @@ static int go_cold(struct scanner *sc, struct scanner_slot *s, uint32_t f)
 {
 	const struct slot_timing *t = &s->timing;
 	uint64_t due = t->lat_ns ? t->since_ns + t->lat_ns : 0;
-	uint64_t spread = 4 * t->dev_ns + PREDICT_WINDOW_MIN_NS;
+	uint64_t spread = 4 * t->dev_late_ns + PREDICT_WINDOW_MIN_NS;
 	enum cold_reason why = cold_should_go(sc->now, t->since_ns, due, spread,
 					      s->sess->user->hot, sc->busy_users);
 
