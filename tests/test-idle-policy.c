@@ -45,6 +45,14 @@ static struct slot_timing learned(uint64_t d, int n, uint64_t *t)
 	return s;
 }
 
+/* Arm s at *t and see it complete d later, as seen says; then 1 ms on. */
+static void complete_after(struct slot_timing *s, uint64_t *t, uint64_t d, enum predict_seen seen)
+{
+	predict_armed(s, *t);
+	predict_completed(s, *t + d, *t + d, seen);
+	*t += 1 * MS;
+}
+
 START_TEST(test_regular_work_sleeps_until_a_lead_before)
 {
 	uint64_t t = 1000 * MS;
@@ -332,11 +340,8 @@ START_TEST(test_one_delayed_completion_is_clipped)
 	ck_assert_uint_eq(s.dev_ns, dev);
 	/* A lasting change is followed within a few dozen samples. */
 	t += 1 * MS;
-	for (int i = 0; i < 40; i++) {
-		predict_armed(&s, t);
-		predict_completed(&s, t + 800 * US, t + 800 * US, PREDICT_SEEN_AWAKE);
-		t += 1 * MS;
-	}
+	for (int i = 0; i < 40; i++)
+		complete_after(&s, &t, 800 * US, PREDICT_SEEN_AWAKE);
 	ck_assert_uint_ge(s.lat_ns, 780 * US);
 	ck_assert_uint_le(s.lat_ns, 820 * US);
 	/* A completion seen after a wait an arm ended is not learned. */
@@ -538,23 +543,17 @@ START_TEST(test_spread_widens_asleep_narrows_awake)
 	crowded = s;
 	dev = s.dev_late_ns;
 	for (int i = 0; i < 8; i++) {
-		uint64_t d = s.lat_ns + 1 * US;
+		uint64_t d = s.lat_ns + 1 * US, t2 = t;
 
-		predict_armed(&s, t);
-		predict_completed(&s, t + d, t + d, PREDICT_SEEN_AWAKE);
-		predict_armed(&crowded, t);
-		predict_completed(&crowded, t + d, t + d, PREDICT_SEEN_CROWDED);
-		t += 1 * MS;
+		complete_after(&s, &t, d, PREDICT_SEEN_AWAKE);
+		complete_after(&crowded, &t2, d, PREDICT_SEEN_CROWDED);
 	}
 	/* Eight completions near the mean: about (15/16)^8 and (3/4)^8. */
 	ck_assert_uint_ge(s.dev_late_ns, dev / 2);
 	ck_assert_uint_le(crowded.dev_late_ns, dev / 8 + 1 * US);
 	ck_assert_uint_le(crowded.dev_ns, dev / 8 + 1 * US);
-	for (int i = 0; i < 200; i++) {
-		predict_armed(&s, t);
-		predict_completed(&s, t + 500 * US, t + 500 * US, PREDICT_SEEN_AWAKE);
-		t += 1 * MS;
-	}
+	for (int i = 0; i < 200; i++)
+		complete_after(&s, &t, 500 * US, PREDICT_SEEN_AWAKE);
 	ck_assert_uint_le(s.dev_ns, 1 * US);
 	ck_assert_uint_le(s.dev_late_ns, 1 * US);
 }
