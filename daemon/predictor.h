@@ -77,9 +77,11 @@ enum predict_seen {
 	 * another slot's kept the scanner awake). The spread of the side it
 	 * fell on moves a PREDICT_DEV_FALL-th of the way to how far it fell. */
 	PREDICT_SEEN_AWAKE,
-	/* By the first pass after a timed sleep: it landed outside the window.
+	/* By the first pass after a timed sleep that its timer ended within
+	 * the timer's usual lateness (the lead): it landed outside the window.
 	 * The spread of its side goes halfway up to how far it fell, at once
-	 * (down as for AWAKE). */
+	 * (down as for AWAKE). After a later wake it may have landed in the
+	 * lateness instead, the timer's error: seen as AWAKE. */
 	PREDICT_SEEN_ASLEEP,
 	/* Where a wide window would crowd others out: a slot of a user with
 	 * more than PREDICT_WIDEN_MAX_HOT slots read every pass (the windows
