@@ -81,12 +81,12 @@ int req_reply_error(struct session *s, const struct request *req, int err)
 /* ---------------------------------------------------------------- */
 
 uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX],
-		      uint32_t *word2)
+		      uint32_t *group)
 {
 	uint32_t count;
 
 	memcpy(&count, req->body + offsetof(struct cuflag_msg_free, count), sizeof(count));
-	memcpy(word2, req->body + offsetof(struct cuflag_msg_adopt, group), sizeof(*word2));
+	memcpy(group, req->body + offsetof(struct cuflag_msg_adopt, group), sizeof(*group));
 	memcpy(ids, req->body + offsetof(struct cuflag_msg_free, ids), (size_t)count * 4);
 	return count;
 }

@@ -80,9 +80,10 @@ int req_reply_error(struct session *s, const struct request *req, int err);
 void request_refuse_connection(int fd, int err, const char *why);
 
 /* Read FREE's and ADOPT's body: count ids (checked by cuflag_request_check)
- * and the word after the count (ADOPT: the group; FREE: zero). */
+ * and the group they are adopted into (ADOPT's second word; FREE's is
+ * reserved, zero). */
 uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX],
-		      uint32_t *word2);
+		      uint32_t *group);
 
 /* n eventfds below the daemon's fd reserve, all or none: 0 or a negative
  * errno. */

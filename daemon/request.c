@@ -108,7 +108,7 @@ struct req_verdict request_expire_parked(struct server *srv, struct session *s, 
 
 static int req_free(struct server *srv, struct session *s, struct request *req)
 {
-	uint32_t ids[CUFLAG_BATCH_MAX], zero, count = req_id_batch(req, ids, &zero);
+	uint32_t ids[CUFLAG_BATCH_MAX], reserved, count = req_id_batch(req, ids, &reserved);
 
 	/* Check every id first: a bad batch frees nothing. */
 	if (!slot_table_all_in(&s->slots, ids, count, SLOT_LIVE))
