@@ -56,6 +56,19 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
 	return d;
 }
 
+enum predict_seen predict_how_seen(int few_cpus, uint32_t user_hot, uint64_t planned_ns,
+				   uint64_t now_ns, uint64_t lead_ns)
+{
+	if (few_cpus || user_hot > PREDICT_WIDEN_MAX_HOT)
+		return PREDICT_SEEN_CROWDED;
+	/* After a wake later than the timer's usual lateness the flag may as
+	 * well have landed in the lateness: the timer's error, not the
+	 * window's. */
+	if (planned_ns && now_ns - planned_ns <= lead_ns)
+		return PREDICT_SEEN_ASLEEP;
+	return PREDICT_SEEN_AWAKE;
+}
+
 void predict_completed_unseen(struct slot_timing *t, uint64_t now_ns)
 {
 	t->since_ns = now_ns;

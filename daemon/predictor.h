@@ -95,6 +95,16 @@ enum predict_seen {
 #define PREDICT_DEV_FALL 16u
 #define PREDICT_WIDEN_MAX_HOT 64u
 
+/*
+ * How a completion seen by the pass at now_ns came to be seen: crowded
+ * where CPUs are few (few_cpus) or its user has more than
+ * PREDICT_WIDEN_MAX_HOT hot slots (user_hot); asleep where the wait before
+ * the pass was a timed one, planned to end at planned_ns (0: none), that
+ * its timer ended within lead_ns of then; else awake.
+ */
+enum predict_seen predict_how_seen(int few_cpus, uint32_t user_hot, uint64_t planned_ns,
+				   uint64_t now_ns, uint64_t lead_ns);
+
 /* A slot armed at now with no completion in flight starts being awaited. */
 void predict_armed(struct slot_timing *t, uint64_t now_ns);
 

@@ -85,14 +85,8 @@ static void learn_completion(struct scanner *sc, struct scanner_slot *s)
 		predict_completed_unseen(&s->timing, sc->now);
 		return;
 	}
-	/* Landed while the scanner slept, where its timer woke it within its
-	 * usual lateness (the lead): after a later wake the flag may as well
-	 * have landed in the lateness, the timer's error, not the window's. */
-	int crowded = sc->few_cpus || s->sess->user->hot > PREDICT_WIDEN_MAX_HOT;
-	int asleep = sc->planned && sc->now - sc->planned <= sc->lead;
-	enum predict_seen seen = crowded  ? PREDICT_SEEN_CROWDED
-				 : asleep ? PREDICT_SEEN_ASLEEP
-					  : PREDICT_SEEN_AWAKE;
+	enum predict_seen seen = predict_how_seen(sc->few_cpus, s->sess->user->hot, sc->planned,
+						  sc->now, sc->lead);
 
 	idle_note_done(&sc->idle, predict_completed(&s->timing,
 						    sc->planned ? sc->planned : sc->now, sc->now,

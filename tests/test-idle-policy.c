@@ -559,6 +559,27 @@ START_TEST(test_spread_widens_asleep_narrows_awake)
 }
 END_TEST
 
+/* Which rule a completion's spread follows: the plain mean where CPUs are
+ * few or the user has many hot slots; the fast widening only after a timed
+ * sleep whose timer woke within its usual lateness. */
+START_TEST(test_how_a_completion_was_seen)
+{
+	uint64_t t = 1000 * MS, lead = 20 * US;
+
+	ck_assert_int_eq(predict_how_seen(0, 1, 0, t, lead), PREDICT_SEEN_AWAKE);
+	ck_assert_int_eq(predict_how_seen(0, 1, t - 5 * US, t, lead), PREDICT_SEEN_ASLEEP);
+	ck_assert_int_eq(predict_how_seen(0, 1, t - lead, t, lead), PREDICT_SEEN_ASLEEP);
+	/* Woke later than usual: it may have landed in the lateness. */
+	ck_assert_int_eq(predict_how_seen(0, 1, t - lead - 1, t, lead), PREDICT_SEEN_AWAKE);
+	ck_assert_int_eq(predict_how_seen(0, PREDICT_WIDEN_MAX_HOT, t - 5 * US, t, lead),
+			 PREDICT_SEEN_ASLEEP);
+	ck_assert_int_eq(predict_how_seen(0, PREDICT_WIDEN_MAX_HOT + 1, t - 5 * US, t, lead),
+			 PREDICT_SEEN_CROWDED);
+	ck_assert_int_eq(predict_how_seen(1, 1, t - 5 * US, t, lead), PREDICT_SEEN_CROWDED);
+	ck_assert_int_eq(predict_how_seen(1, 1, 0, t, lead), PREDICT_SEEN_CROWDED);
+}
+END_TEST
+
 /* Work held up now and then lands late, never early (a timer's lateness,
  * a stream behind another): the late side widens for it and the early side
  * stays narrow, so the scanner does not spin before every completion for
@@ -638,6 +659,7 @@ int main(void)
 				       test_late_seen_completion_shrinks_the_guess,
 				       test_spread_widens_asleep_narrows_awake,
 				       test_late_work_widens_the_late_side,
+				       test_how_a_completion_was_seen,
 				       test_mixed_durations_look_early,
 				       test_seed_from_the_client,
 				       test_idle_waits_for_the_next_arm,
