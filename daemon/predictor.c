@@ -7,6 +7,11 @@ void predict_armed(struct slot_timing *t, uint64_t now_ns)
 	t->since_ns = now_ns;
 }
 
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
 /* A side's spread after a completion that fell off from the mean on that
  * side (clipped), seen as seen says (enum predict_seen). */
 static uint64_t next_spread(uint64_t dev, uint64_t off, enum predict_seen seen)
@@ -31,8 +36,7 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
 		 * at early and spun on (a lasting change is followed within a
 		 * few samples: the spread and with it the clip grow
 		 * geometrically). */
-		uint64_t wide = t->dev_ns > t->dev_late_ns ? t->dev_ns : t->dev_late_ns;
-		uint64_t clip = 4 * wide + PREDICT_WINDOW_MIN_NS;
+		uint64_t clip = 4 * max_u64(t->dev_ns, t->dev_late_ns) + PREDICT_WINDOW_MIN_NS;
 		uint64_t off = d > t->lat_ns ? d - t->lat_ns : t->lat_ns - d;
 		uint64_t dc = off <= clip ? d : d > t->lat_ns ? t->lat_ns + clip : t->lat_ns - clip;
 		uint64_t o = off < clip ? off : clip;
@@ -79,8 +83,8 @@ void predict_seed(struct slot_timing *t, const struct slot_timing *from)
 	uint64_t least = from->lat_ns / 8;
 
 	t->lat_ns = from->lat_ns;
-	t->dev_ns = least > from->dev_ns ? least : from->dev_ns;
-	t->dev_late_ns = least > from->dev_late_ns ? least : from->dev_late_ns;
+	t->dev_ns = max_u64(from->dev_ns, least);
+	t->dev_late_ns = max_u64(from->dev_late_ns, least);
 }
 
 /* Replace old (or, ring not full, nothing) by late in the sorted copy and
