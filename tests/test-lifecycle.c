@@ -16,6 +16,7 @@
 
 #include "cuflag-proto.h"
 #include "cuflag/cuflag.h"
+#include "slowdown.h"
 #include "test-runner.h"
 
 /* One arm, one store, one eventfd signal of exactly 1. */
@@ -135,7 +136,10 @@ TEST(idle)
 	daemon_stats(&d, &st0);
 	double ms_per_s = daemon_cpu_share(&d, 1000) * 1000.0;
 	printf("idle: %.3f ms CPU per second with 4 clients x 16 slots connected\n", ms_per_s);
-	CHECK(ms_per_s < 10.0);
+	/* A sanitizer's runtime keeps threads of its own in the daemon (TSan's
+	 * wakes several times a second): their CPU is the build's, not the
+	 * parked scanner's. */
+	CHECK(ms_per_s < 10.0 * CUFLAG_SLOWDOWN);
 	/* Parked, and the next arm is served at once. */
 	t0 = cuflag_now_ns();
 	cycle(s[3][15]);
