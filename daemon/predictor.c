@@ -29,6 +29,9 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
 	uint64_t at = planned_ns > t->since_ns && planned_ns < now_ns ? planned_ns : now_ns;
 	uint64_t d = at > t->since_ns ? at - t->since_ns : 0;
 
+	/* The first spread is a guess: corrected at the running mean's pace. */
+	if (t->learned < PREDICT_FIRST)
+		seen = PREDICT_SEEN_CROWDED;
 	if (t->lat_ns) {
 		/* One sample moves the mean by at most a quarter of the window
 		 * and the spread by at most 2.5 times: a completion a stream or
@@ -56,6 +59,8 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
 	/* 0 means "nothing learned": a completion seen at once still is. */
 	if (!t->lat_ns)
 		t->lat_ns = 1;
+	if (t->learned < PREDICT_FIRST)
+		t->learned++;
 	t->since_ns = now_ns;
 	return d;
 }
@@ -85,6 +90,7 @@ void predict_seed(struct slot_timing *t, const struct slot_timing *from)
 	t->lat_ns = from->lat_ns;
 	t->dev_ns = max_u64(from->dev_ns, least);
 	t->dev_late_ns = max_u64(from->dev_late_ns, least);
+	t->learned = 0; /* a guess again: its own first completions correct it */
 }
 
 /* Replace old (or, ring not full, nothing) by late in the sorted copy and
