@@ -144,6 +144,20 @@ static struct idle_decision nap_through_arm(const struct idle_cfg *cfg,
 	return d.action == IDLE_SPIN ? d : act(IDLE_NAP, d.until_ns);
 }
 
+/* Whether a park costs less than a nap through the next arm (see
+ * IDLE_PARK_GAP_NS): the nap would end its margin before the arm's work can
+ * be due, and spin from there; the park spins only across what of the work
+ * is left when the arm's wake-up comes (known from an earlier park: the
+ * first decisions, with nothing learned, park). */
+static int park_spins_less(const struct idle_state *st, uint64_t lead_ns)
+{
+	uint64_t margin = lead_ns + 2 * st->gap_dev_ns;
+
+	return st->gap_ns >= IDLE_PARK_GAP_NS && margin >= IDLE_PARK_SPIN_MIN_NS &&
+	       st->low_ns <= margin && st->park_wake_ns &&
+	       st->park_wake_ns <= st->low_ns + IDLE_PARK_LATE_MAX_NS;
+}
+
 /* Nothing pending: when the next arm is expected, from the gaps lately. */
 static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle_state *st,
 					 uint64_t now_ns, uint64_t spun, uint64_t lead_ns)
@@ -152,6 +166,8 @@ static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle
 
 	/* Never spin longer than spin_ns for an arm (0: park at once). */
 	if (!st->gap_ns || !st->idle_since_ns || spun >= cfg->spin_ns)
+		return act(IDLE_PARK, 0);
+	if (st->low_ns && park_spins_less(st, lead_ns))
 		return act(IDLE_PARK, 0);
 	expect = st->idle_since_ns + st->gap_ns;
 	window = 4 * st->gap_dev_ns + lead_ns;

@@ -91,6 +91,18 @@ struct idle_decision {
 /* Arms that come back within this after the set went empty are spun for
  * (about a park and a wake-up's cost). */
 #define IDLE_GAP_SPIN_NS 5000u
+/* Arms at least IDLE_PARK_GAP_NS after the set went empty (a few thousand
+ * a second or fewer), whose work is shorter than a nap through the arm
+ * would spin (its margin: the lead and twice the gaps' spread, at least
+ * IDLE_PARK_SPIN_MIN_NS, more than a park's wake-up and the client's write
+ * cost): park, where the arm wakes the scanner at most IDLE_PARK_LATE_MAX_NS
+ * after its work can land (90th percentile). One wake-up a completion either
+ * way; the nap's spins across its whole margin, the park's no longer than
+ * the work (at 1 000/s on the H200 host, 20 us of GPU work after each arm:
+ * about 50 us of spin a completion saved; docs/BENCHMARKS.md). */
+#define IDLE_PARK_GAP_NS 250000u
+#define IDLE_PARK_SPIN_MIN_NS 20000u
+#define IDLE_PARK_LATE_MAX_NS 20000u
 
 /* The pending set went empty at now_ns; an arm came into the empty set at
  * now_ns; a completion took d_ns from its arm. */

@@ -296,10 +296,61 @@ START_TEST(test_irregular_arms_park_when_a_wake_is_quick)
 	 * that follows it, so park. */
 	idle_note_park_wake(&st, 30 * US);
 	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action, IDLE_PARK);
-	/* Work of 20 us after arms that take 30 us to wake it: wait for them. */
+	/* Work of 20 us after arms that take 30 us to wake it: waiting for
+	 * arms this irregular would spin across their whole spread (600 us)
+	 * before each; park, the flag seen at most 10 us late. */
 	for (int i = 0; i < 40; i++)
 		idle_note_done(&st, 20 * US);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action, IDLE_PARK);
+	/* Arms that take 60 us to wake it: 40 us late is too late; wait. */
+	idle_note_park_wake(&st, 60 * US);
 	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action, IDLE_PARK);
+}
+
+/* Regular arms 1 ms apart whose periods jitter by tens of us (a waiter's
+ * own timer), 20 us of work after each (the GPU bench's paced rows): a nap
+ * through the arm ends its margin (the lead and twice the gaps' spread)
+ * before the work can be due and spins across it; where an arm wakes a
+ * parked scanner about when its work lands, park instead. Not at 10 000/s
+ * (arms 75 us after the set goes empty), nor where the margin is a few us
+ * (a nap through the arm then spins less than a park's wake-up costs). */
+START_TEST(test_short_work_after_far_arms_parks)
+{
+	struct idle_state st = { 0 };
+	uint64_t t = 1000 * MS, lead = 10 * US;
+	struct idle_decision d;
+
+	for (int i = 0; i < 40; i++) {
+		idle_note_empty(&st, t);
+		idle_note_armed_from_empty(&st, t + (i % 2 ? 960 : 1000) * US);
+		idle_note_done(&st, 25 * US);
+		t += 2 * MS;
+	}
+	idle_note_empty(&st, t);
+	/* Not known how quickly an arm wakes a parked scanner: nap through. */
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_NAP);
+	idle_note_park_wake(&st, 30 * US);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_PARK);
+	idle_note_park_wake(&st, 50 * US);
+	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_PARK);
+	idle_note_park_wake(&st, 30 * US);
+	/* Punctual arms, a short lead: the nap's margin is a few us. */
+	for (int i = 0; i < 40; i++) {
+		idle_note_empty(&st, t);
+		idle_note_armed_from_empty(&st, t + 700 * US);
+		t += 2 * MS;
+	}
+	idle_note_empty(&st, t);
+	d = idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD));
+	ck_assert_int_eq(d.action, IDLE_NAP);
+	/* Arms 75 us after the set goes empty (10 000/s): as before. */
+	for (int i = 0; i < 40; i++) {
+		idle_note_empty(&st, t);
+		idle_note_armed_from_empty(&st, t + (i % 2 ? 65 : 85) * US);
+		t += 1 * MS;
+	}
+	idle_note_empty(&st, t);
+	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_PARK);
 }
 END_TEST
 
@@ -706,6 +757,7 @@ int main(void)
 				       test_seed_from_the_client,
 				       test_idle_waits_for_the_next_arm,
 				       test_irregular_arms_park_when_a_wake_is_quick,
+				       test_short_work_after_far_arms_parks,
 				       test_no_sleep_shorter_than_the_lateness,
 				       test_one_delayed_completion_is_clipped,
 				       test_lead_is_the_lateness_p90,
