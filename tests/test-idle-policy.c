@@ -276,6 +276,22 @@ START_TEST(test_idle_waits_for_the_next_arm)
 }
 END_TEST
 
+/* n arms into the empty set, each odd_ns or even_ns (by i) after it went
+ * empty and followed by work of d_ns (0: none noted), step_ns apart; the
+ * set empty again after the last. */
+static void arms_in_turn(struct idle_state *st, uint64_t *t, int n, uint64_t odd_ns,
+			 uint64_t even_ns, uint64_t d_ns, uint64_t step_ns)
+{
+	for (int i = 0; i < n; i++) {
+		idle_note_empty(st, *t);
+		idle_note_armed_from_empty(st, *t + (i % 2 ? odd_ns : even_ns));
+		if (d_ns)
+			idle_note_done(st, d_ns);
+		*t += step_ns;
+	}
+	idle_note_empty(st, *t);
+}
+
 START_TEST(test_irregular_arms_park_when_a_wake_is_quick)
 {
 	struct idle_state st = { 0 };
@@ -284,13 +300,7 @@ START_TEST(test_irregular_arms_park_when_a_wake_is_quick)
 	/* Arms 200-800 us after the set goes empty, work 500 us: too
 	 * irregular to nap through; without knowing how quickly an arm wakes
 	 * a parked scanner, wait for the arm (nap towards it, then spin). */
-	for (int i = 0; i < 20; i++) {
-		idle_note_empty(&st, t);
-		idle_note_armed_from_empty(&st, t + (i % 2 ? 200 : 800) * US);
-		idle_note_done(&st, 500 * US);
-		t += 2 * MS;
-	}
-	idle_note_empty(&st, t);
+	arms_in_turn(&st, &t, 20, 200 * US, 800 * US, 500 * US, 2 * MS);
 	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD)).action, IDLE_PARK);
 	/* An arm wakes the parked scanner within 30 us: well inside the work
 	 * that follows it, so park. */
@@ -320,13 +330,7 @@ START_TEST(test_short_work_after_far_arms_parks)
 	uint64_t t = 1000 * MS, lead = 10 * US;
 	struct idle_decision d;
 
-	for (int i = 0; i < 40; i++) {
-		idle_note_empty(&st, t);
-		idle_note_armed_from_empty(&st, t + (i % 2 ? 960 : 1000) * US);
-		idle_note_done(&st, 25 * US);
-		t += 2 * MS;
-	}
-	idle_note_empty(&st, t);
+	arms_in_turn(&st, &t, 40, 960 * US, 1000 * US, 25 * US, 2 * MS);
 	/* Not known how quickly an arm wakes a parked scanner: nap through. */
 	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_NAP);
 	idle_note_park_wake(&st, 30 * US);
@@ -335,21 +339,11 @@ START_TEST(test_short_work_after_far_arms_parks)
 	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_PARK);
 	idle_note_park_wake(&st, 30 * US);
 	/* Punctual arms, a short lead: the nap's margin is a few us. */
-	for (int i = 0; i < 40; i++) {
-		idle_note_empty(&st, t);
-		idle_note_armed_from_empty(&st, t + 700 * US);
-		t += 2 * MS;
-	}
-	idle_note_empty(&st, t);
+	arms_in_turn(&st, &t, 40, 700 * US, 700 * US, 0, 2 * MS);
 	d = idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, LEAD));
 	ck_assert_int_eq(d.action, IDLE_NAP);
 	/* Arms 75 us after the set goes empty (10 000/s): as before. */
-	for (int i = 0; i < 40; i++) {
-		idle_note_empty(&st, t);
-		idle_note_armed_from_empty(&st, t + (i % 2 ? 65 : 85) * US);
-		t += 1 * MS;
-	}
-	idle_note_empty(&st, t);
+	arms_in_turn(&st, &t, 40, 65 * US, 85 * US, 0, 1 * MS);
 	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_PARK);
 }
 END_TEST
