@@ -98,8 +98,7 @@ struct idle_decision {
  * cost): park, where the arm wakes the scanner at most IDLE_PARK_LATE_MAX_NS
  * after its work can land (90th percentile). One wake-up a completion either
  * way; the nap's spins across its whole margin, the park's no longer than
- * the work (at 1 000/s on the H200 host, 20 us of GPU work after each arm:
- * about 50 us of spin a completion saved; docs/BENCHMARKS.md). */
+ * the work (docs/BENCHMARKS.md, "Paced GPU work: park for short work"). */
 #define IDLE_PARK_GAP_NS 250000u
 #define IDLE_PARK_SPIN_MIN_NS 20000u
 #define IDLE_PARK_LATE_MAX_NS 20000u

@@ -96,10 +96,10 @@ enum predict_seen {
 #define PREDICT_DEV_FALL 16u
 /* A slot's first completions, however seen, move both spreads as crowded
  * ones do: a quarter of the way. Its first spread is a guess (an eighth of
- * the first duration, or a sibling's), not a measured one, and falling a
- * sixteenth a completion from it, and only on one side at a time, a slot
- * of 500 us of punctual work spun across 60 us before each of its first
- * hundred completions. */
+ * the first duration, or a sibling's), not a measured one; falling from it
+ * a sixteenth a completion, and only on the side each fell, the scanner
+ * spun across most of the guess before each of the slot's first hundred
+ * completions (tests/test-idle-policy.c, test_first_spread_is_a_guess). */
 #define PREDICT_FIRST 8u
 #define PREDICT_WIDEN_MAX_HOT 64u
 
