@@ -99,8 +99,10 @@ enum predict_seen {
  * the first duration, or a sibling's), not a measured one; falling from it
  * a sixteenth a completion, and only on the side each fell, the scanner
  * spun across most of the guess before each of the slot's first hundred
- * completions (tests/test-idle-policy.c, test_first_spread_is_a_guess). */
-#define PREDICT_FIRST 8u
+ * completions (tests/test-idle-policy.c, test_first_spread_is_a_guess).
+ * Sixteen: the guess then weighs under 1 % ((3/4)^16); after eight it still
+ * weighed a tenth, which the slow fall kept for a hundred more. */
+#define PREDICT_FIRST 16u
 #define PREDICT_WIDEN_MAX_HOT 64u
 
 /*

@@ -694,7 +694,7 @@ START_TEST(test_first_spread_is_a_guess)
 	}
 	printf("first spread: %.1f us spun a completion, 10th to 100th\n",
 	       (double)spun / 1e3 / (n - 10));
-	ck_assert_uint_le(spun / (uint64_t)(n - 10), 20 * US);
+	ck_assert_uint_le(spun / (uint64_t)(n - 10), 10 * US);
 	ck_assert_uint_le(s.dev_ns, 5 * US);
 	ck_assert_uint_le(s.dev_late_ns, 5 * US);
 	/* A sibling's history seeds a new slot as a guess again. */
