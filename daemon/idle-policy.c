@@ -144,16 +144,21 @@ static struct idle_decision nap_through_arm(const struct idle_cfg *cfg,
 	return d.action == IDLE_SPIN ? d : act(IDLE_NAP, d.until_ns);
 }
 
-/* Whether a park costs less than a nap through the next arm (see
- * IDLE_PARK_GAP_NS): the nap would end its margin before the arm's work can
- * be due, and spin from there; the park spins only across what of the work
- * is left when the arm's wake-up comes (known from an earlier park: the
- * first decisions, with nothing learned, park). */
+/* Whether a park costs less than the nap through the next arm that regular
+ * arms would get (see IDLE_PARK_GAP_NS): the nap would end its margin before
+ * the arm's work can be due, and spin from there; the park spins only across
+ * what of the work is left when the arm's wake-up comes (known from an
+ * earlier park: the first decisions, with nothing learned, park). Arms that
+ * are not regular keep their rules: after an idle spell the gaps' mean and
+ * spread are both far above the next gaps (a burst of arms tens of us apart
+ * may follow), and the spin for those arms sees their work in time. */
 static int park_spins_less(const struct idle_state *st, uint64_t lead_ns)
 {
 	uint64_t margin = lead_ns + 2 * st->gap_dev_ns;
 
-	return st->gap_ns >= IDLE_PARK_GAP_NS && margin >= IDLE_PARK_SPIN_MIN_NS &&
+	return st->gap_ns >= IDLE_PARK_GAP_NS &&
+	       st->gap_dev_ns * IDLE_NAP_THROUGH_SPREAD <= st->gap_ns &&
+	       margin >= IDLE_PARK_SPIN_MIN_NS &&
 	       st->low_ns <= margin && st->park_wake_ns &&
 	       st->park_wake_ns <= st->low_ns + IDLE_PARK_LATE_MAX_NS;
 }

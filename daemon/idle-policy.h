@@ -91,8 +91,8 @@ struct idle_decision {
 /* Arms that come back within this after the set went empty are spun for
  * (about a park and a wake-up's cost). */
 #define IDLE_GAP_SPIN_NS 5000u
-/* Arms at least IDLE_PARK_GAP_NS after the set went empty (a few thousand
- * a second or fewer), whose work is shorter than a nap through the arm
+/* Regular arms (as for a nap through them) at least IDLE_PARK_GAP_NS after
+ * the set went empty (a few thousand a second or fewer), whose work is shorter than a nap through the arm
  * would spin (its margin: the lead and twice the gaps' spread, at least
  * IDLE_PARK_SPIN_MIN_NS, more than a park's wake-up and the client's write
  * cost): park, where the arm wakes the scanner at most IDLE_PARK_LATE_MAX_NS
