@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * perf-predictor: the predictor (daemon/predictor.c) replayed, no daemon and
+ * no clock: made-up durations of a few kinds of work, a slot each of
+ * --slots taking turns as the scanner-cost rows' device does, and for each
+ * completion where the scanner first looks after the arm (a lead before the
+ * window) and whether it is still looking when the flag lands. Per kind,
+ * after the first tenth: the spin before the flag (us a completion) and the
+ * share of flags that landed while it was not looking (seen a sleep late).
+ * Machine noise plays no part, so two trees' predictors compare exactly:
+ * docs/BENCHMARKS.md, "The first spread".
+ *
+ *   perf-predictor [--lead-us N] [--slots N] [--completions N]
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "predictor.h"
+
+#define US 1000ull
+#define MS 1000000ull
+#define BACKSTOP_NS (10 * MS)
+
+struct work {
+	const char *name;
+	const char *what;
+	uint64_t (*duration)(uint64_t *rng);
+};
+
+static double uniform(uint64_t *rng)
+{
+	*rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (double)((*rng >> 11) + 1) / 9007199254740993.0;
+}
+
+static uint64_t punctual_500(uint64_t *rng)
+{
+	return 500 * US + (uint64_t)(uniform(rng) * 500);
+}
+
+static uint64_t punctual_50(uint64_t *rng)
+{
+	return 50 * US + (uint64_t)(uniform(rng) * 500);
+}
+
+static uint64_t scatter(uint64_t *rng)
+{
+	return 50 * US + (uint64_t)(uniform(rng) * 100000);
+}
+
+static uint64_t late_tail(uint64_t *rng)
+{
+	return 500 * US + (uint64_t)(-20000.0 * log(uniform(rng)));
+}
+
+static uint64_t outliers(uint64_t *rng)
+{
+	uint64_t d = punctual_500(rng);
+
+	return uniform(rng) < 0.05 ? d + 5 * US + (uint64_t)(uniform(rng) * 25000) : d;
+}
+
+static const struct work works[] = {
+	{ "punctual-500us", "500 us within 0.5 us (the 1 000/s row)", punctual_500 },
+	{ "punctual-50us", "50 us within 0.5 us (the 10 000/s row)", punctual_50 },
+	{ "scatter", "50-150 us at random (the GPU bench's gate)", scatter },
+	{ "late-tail", "500 us plus an exponential delay of mean 20 us", late_tail },
+	{ "outliers", "500 us, one in 20 held up 5-30 us", outliers },
+};
+
+struct result {
+	double spun_us;  /* before each flag, on average */
+	double outside;  /* share of flags that landed while not looked at */
+};
+
+static struct result replay(const struct work *w, uint64_t lead, unsigned nslots, unsigned n)
+{
+	struct slot_timing *s = calloc(nslots, sizeof(*s));
+	uint64_t t = 1000 * MS, rng = 12345, spun = 0;
+	unsigned counted = 0, outside = 0;
+
+	if (!s) {
+		perror("perf-predictor");
+		exit(1);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct slot_timing *x = &s[i % nslots];
+		uint64_t d = w->duration(&rng), first;
+		int out;
+
+		predict_armed(x, t);
+		/* Nothing learned yet: the scanner spins from the arm. */
+		first = x->lat_ns ? predict_look_at(x, t, lead, BACKSTOP_NS) : t;
+		out = first > t + d ||
+		      (x->lat_ns && predict_look_at(x, t + d, lead, BACKSTOP_NS) != t + d);
+		if (i >= n / 10) {
+			counted++;
+			outside += out;
+			spun += first < t + d ? t + d - first : 0;
+		}
+		predict_completed(x, t + d, t + d, out ? PREDICT_SEEN_ASLEEP : PREDICT_SEEN_AWAKE);
+		t += d + 1 * MS;
+	}
+	free(s);
+	return (struct result){ .spun_us = (double)spun / 1e3 / counted,
+				.outside = (double)outside / counted };
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = { { "lead-us", required_argument, NULL, 'l' },
+					      { "slots", required_argument, NULL, 's' },
+					      { "completions", required_argument, NULL, 'n' },
+					      { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
+	unsigned long lead_us = 20, slots = 8, n = 450;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == 'l')
+			lead_us = strtoul(optarg, NULL, 10);
+		else if (c == 's')
+			slots = strtoul(optarg, NULL, 10);
+		else if (c == 'n')
+			n = strtoul(optarg, NULL, 10);
+		else {
+			fprintf(c == 'h' ? stdout : stderr,
+				"usage: perf-predictor [--lead-us N] [--slots N] [--completions N]\n");
+			return c == 'h' ? 0 : 2;
+		}
+	}
+	if (!slots || n < 10 || lead_us > 1000000) {
+		fprintf(stderr, "perf-predictor: --slots at least 1, --completions at least 10\n");
+		return 2;
+	}
+	printf("perf-predictor: lead %lu us, %lu slots in turn, %lu completions (the first "
+	       "tenth not counted)\n",
+	       lead_us, slots, n);
+	printf("  %-16s %12s %9s  %s\n", "work", "spun us/c", "outside", "what");
+	for (size_t k = 0; k < sizeof(works) / sizeof(works[0]); k++) {
+		struct result r = replay(&works[k], lead_us * US, (unsigned)slots, (unsigned)n);
+		printf("  %-16s %12.1f %8.2f%%  %s\n", works[k].name, r.spun_us, r.outside * 100,
+		       works[k].what);
+	}
+	return 0;
+}
