@@ -1,5 +1,7 @@
 #!/bin/sh
-# gpu-ab.sh BASE: this tree's daemon against BASE's (a commit), on the same
+# gpu-ab.sh BASE: this tree's daemon against BASE's (a commit, or a source
+# tree's directory where there is no git history, as on a machine that got
+# a copy of the working tree: `git archive BASE | tar -x -C DIR`), on the same
 # machine in one go, as docs/BENCHMARKS.md's A/B sections were measured:
 # the scanner-cost rows (`cuflag-bench --mode cpu --no-scale`, ROUNDS times
 # each, the two daemons in turn), then the GPU rows with the paced CPU rows
@@ -10,7 +12,7 @@
 # (the bench exits 77) and the CPU rows still run.
 set -u
 cd "$(dirname "$0")/.."
-[ $# -eq 1 ] || { echo "usage: $0 BASE-COMMIT" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: $0 BASE-COMMIT|BASE-DIR" >&2; exit 2; }
 BASE=$1
 OUT=${OUT:-$PWD/gpu-ab-logs}
 BUILD=${BUILD:-build-ab}
@@ -23,10 +25,16 @@ trap 'rm -rf "$SRC"' EXIT
 {
 	nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
 	nproc
-	echo "new: $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (and changes)'); base: $BASE"
+	rev=$(git rev-parse --short HEAD 2>/dev/null) || rev="this tree"
+	[ "$rev" = "this tree" ] || git diff --quiet HEAD || rev="$rev (and changes)"
+	echo "new: $rev; base: $BASE"
 } >"$S"
-# The base tree from git, built beside this one (the daemon only).
-git archive "$BASE" | tar -x -C "$SRC" || { echo "no commit $BASE" >&2; exit 2; }
+# The base tree, built beside this one (the daemon only).
+if [ -d "$BASE" ]; then
+	cp -r "$BASE"/. "$SRC" && rm -rf "$SRC/build"
+else
+	git archive "$BASE" | tar -x -C "$SRC" || { echo "no commit $BASE" >&2; exit 2; }
+fi
 {
 	meson setup "$BUILD" -Dsystemd=disabled -Dtests=false &&
 		ninja -C "$BUILD" daemon/cuflagd bench/cuflag-bench &&
