@@ -32,7 +32,7 @@ void cold_sweep_slice(struct scanner *sc)
 		uint32_t f = __atomic_load_n(e->flag, __ATOMIC_RELAXED);
 
 		if (f != e->seen || cold_woken(sc, e))
-			pending_go_hot(sc, e->slot);
+			pending_go_hot(sc, e->slot, f != e->seen);
 		else
 			i++;
 	}

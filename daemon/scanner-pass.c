@@ -76,10 +76,21 @@ static void ring_groups(struct scanner *sc)
 /* What the predictor learns from a completion the pass at sc->now saw:
  * nothing where the wait before the pass was ended by an arm or a command
  * and the slot was awaited from before it (it may have landed at any time
- * in it). */
+ * in it), nor where the cold sweep found its flag moved (any time in the
+ * sweep's period), but for a slot with nothing learned yet: work that
+ * takes longer than a slot stays hot (COLD_AFTER_NS) would otherwise never
+ * be learned, every completion of it found by the sweep. Its first guess is
+ * then late by at most a sweep: its next completion, due further ahead
+ * than a slot stays hot, is made hot by the sweep before it lands and seen
+ * by the passes, and corrects it (PREDICT_FIRST). */
 static void learn_completion(struct scanner *sc, struct scanner_slot *s)
 {
-	/* Seen by the cold sweep: it landed any time in the sweep's period. */
+	if (s->swept && !s->timing.lat_ns) {
+		s->swept = 0;
+		predict_completed(&s->timing, sc->now, sc->now, PREDICT_SEEN_CROWDED);
+		s->sess->hint = s->timing;
+		return;
+	}
 	if (s->swept || (sc->woke_from && s->timing.since_ns < sc->woke_from)) {
 		s->swept = 0;
 		predict_completed_unseen(&s->timing, sc->now);

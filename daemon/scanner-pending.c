@@ -89,11 +89,11 @@ void pending_go_cold(struct scanner *sc, struct scanner_slot *s, uint32_t seen, 
 	cold_add(sc, s, seen, wake_at);
 }
 
-void pending_go_hot(struct scanner *sc, struct scanner_slot *s)
+void pending_go_hot(struct scanner *sc, struct scanner_slot *s, int flag_moved)
 {
 	cold_del(sc, s);
 	hot_add(sc, s);
-	s->swept = 1;
+	s->swept = (uint8_t)(flag_moved != 0);
 }
 
 void pending_add(struct scanner *sc, struct scanner_slot *s)

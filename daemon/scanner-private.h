@@ -117,9 +117,12 @@ void pending_add_or_wait(struct scanner *sc, struct scanner_slot *s);
 void pending_del(struct scanner *sc, struct scanner_slot *s);
 int pending_user_full(const struct scanner_user *u);
 /* Move a hot slot to the cold array, its flag seen at seen, to be made hot
- * again from wake_at (cold-sweep.h); and a cold one back. */
+ * again from wake_at (cold-sweep.h); and a cold one back, flag_moved where
+ * its flag advanced while it was cold (when, the sweep cannot tell: its
+ * completion is not learned), else made hot ahead of its flag, whose
+ * landing the passes then see as any hot slot's. */
 void pending_go_cold(struct scanner *sc, struct scanner_slot *s, uint32_t seen, uint64_t wake_at);
-void pending_go_hot(struct scanner *sc, struct scanner_slot *s);
+void pending_go_hot(struct scanner *sc, struct scanner_slot *s, int flag_moved);
 /* Slots pending, hot and cold. */
 static inline uint64_t pending_count(const struct scanner *sc)
 {

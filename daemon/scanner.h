@@ -73,7 +73,8 @@ struct scanner_slot {
 	uint8_t retiring;   /* freed, waiting for the flag to reach armed */
 	uint8_t waiting;    /* on its user's wait list (not pending yet) */
 	uint8_t cold;       /* pending, read by the cold sweep (cold-sweep.h) */
-	uint8_t swept;      /* made hot by the sweep: its completion's time unknown */
+	uint8_t swept;      /* made hot by the sweep for a flag that moved while
+			     * cold: its completion's time unknown */
 	struct scanner_slot *wait_prev, *wait_next;
 	struct scanner_session *sess;
 	struct scanner_cmd *retire_cmd; /* handed back once the flag lands */
