@@ -83,6 +83,14 @@ void predict_completed_unseen(struct slot_timing *t, uint64_t now_ns)
 	t->since_ns = now_ns;
 }
 
+int predict_swept_teaches(const struct slot_timing *t, uint64_t now_ns)
+{
+	/* Found before the mean: it landed earlier still (the sweep finds a
+	 * flag after it lands), so learning it at now moves a mean that is
+	 * too long towards the truth and never past it. */
+	return !t->lat_ns || now_ns < t->since_ns + t->lat_ns;
+}
+
 void predict_seed(struct slot_timing *t, const struct slot_timing *from)
 {
 	uint64_t least = from->lat_ns / 8;

@@ -139,6 +139,17 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
  */
 void predict_completed_unseen(struct slot_timing *t, uint64_t now_ns);
 
+/*
+ * Whether a completion the cold sweep found at now_ns (it landed any time in
+ * the sweep's period) still teaches t more than its guess: where nothing is
+ * learned yet, or where it was found before the guess's mean (the work got
+ * shorter, or a sibling's seed was too long: the slot would otherwise go
+ * cold ahead of a due time that never comes, and every completion of it be
+ * found by the sweep). Learned at now_ns, late by at most a sweep; the
+ * passes correct it once the slot stays hot.
+ */
+int predict_swept_teaches(const struct slot_timing *t, uint64_t now_ns);
+
 /* Seed a new slot's history from one of the same client's (its kernels are
  * likely the same): its mean, and spreads of at least an eighth of it. */
 void predict_seed(struct slot_timing *t, const struct slot_timing *from);

@@ -77,15 +77,15 @@ static void ring_groups(struct scanner *sc)
  * nothing where the wait before the pass was ended by an arm or a command
  * and the slot was awaited from before it (it may have landed at any time
  * in it), nor where the cold sweep found its flag moved (any time in the
- * sweep's period), but for a slot with nothing learned yet: work that
- * takes longer than a slot stays hot (COLD_AFTER_NS) would otherwise never
- * be learned, every completion of it found by the sweep. Its first guess is
- * then late by at most a sweep: its next completion, due further ahead
- * than a slot stays hot, is made hot by the sweep before it lands and seen
- * by the passes, and corrects it (PREDICT_FIRST). */
+ * sweep's period), unless that still teaches more than the slot's guess
+ * (predict_swept_teaches): work that takes longer than a slot stays hot
+ * (COLD_AFTER_NS) would otherwise never be learned, nor short work on a
+ * slot seeded with a long guess, every completion of either found by the
+ * sweep. The guess is then late by at most a sweep; the passes correct it
+ * (PREDICT_FIRST). */
 static void learn_completion(struct scanner *sc, struct scanner_slot *s)
 {
-	if (s->swept && !s->timing.lat_ns) {
+	if (s->swept && predict_swept_teaches(&s->timing, sc->now)) {
 		s->swept = 0;
 		predict_completed(&s->timing, sc->now, sc->now, PREDICT_SEEN_CROWDED);
 		s->sess->hint = s->timing;

@@ -715,6 +715,38 @@ START_TEST(test_first_spread_is_a_guess)
 }
 END_TEST
 
+/* A completion the cold sweep found (any time in its period) teaches a slot
+ * only what its guess does not know: anything, where nothing is learned;
+ * that the work is shorter, where it was found before the guess's mean. A slot seeded with a sibling's 1 s guess whose own work takes
+ * 20 us, each completion found a sweep (2 ms) late, is predicted nearer
+ * than a slot stays hot (8 ms, cold-sweep.h) within a few dozen of them,
+ * and its passes then see its completions themselves. */
+START_TEST(test_swept_completion_teaches_what_the_guess_does_not_know)
+{
+	uint64_t t = 1000 * MS;
+	struct slot_timing s = { 0 }, sib = learned(1000 * MS, 20, &t);
+	int n;
+
+	ck_assert_int_eq(predict_swept_teaches(&s, t), 1);
+	s = learned(10 * MS, 20, &t);
+	predict_armed(&s, t);
+	ck_assert_int_eq(predict_swept_teaches(&s, t + 2 * MS), 1);
+	ck_assert_int_eq(predict_swept_teaches(&s, t + s.lat_ns - 1), 1);
+	ck_assert_int_eq(predict_swept_teaches(&s, t + s.lat_ns), 0);
+	ck_assert_int_eq(predict_swept_teaches(&s, t + s.lat_ns + 1 * MS), 0);
+	/* A sibling's long guess, short work. */
+	predict_seed(&s, &sib);
+	for (n = 0; n < 100 && s.lat_ns >= 8 * MS; n++) {
+		predict_armed(&s, t);
+		ck_assert_int_eq(predict_swept_teaches(&s, t + 2 * MS), 1);
+		predict_completed(&s, t + 2 * MS, t + 2 * MS, PREDICT_SEEN_CROWDED);
+		t += 10 * MS;
+	}
+	printf("swept: a 1 s guess on 20 us work below 8 ms after %d completions\n", n);
+	ck_assert_int_lt(n, 40);
+}
+END_TEST
+
 /* Work that takes 50-150 us at random (the GPU bench's gate): the slot is
  * spun on across all of it, so that no completion lands while the scanner
  * sleeps; and the quickest completions lately stay near the quickest, so
@@ -757,6 +789,7 @@ int main(void)
 				       test_spread_widens_asleep_narrows_awake,
 				       test_late_work_widens_the_late_side,
 				       test_first_spread_is_a_guess,
+				       test_swept_completion_teaches_what_the_guess_does_not_know,
 				       test_how_a_completion_was_seen,
 				       test_mixed_durations_look_early,
 				       test_seed_from_the_client,
