@@ -118,6 +118,20 @@ static struct idle_decision plan_wait(const struct idle_cfg *cfg, const struct i
 	return act(IDLE_SLEEP, at);
 }
 
+/* Arms regular enough to nap through: the gaps' spread at most
+ * 1/IDLE_NAP_THROUGH_SPREAD of them. */
+static int arms_regular(const struct idle_state *st)
+{
+	return st->gap_dev_ns * IDLE_NAP_THROUGH_SPREAD <= st->gap_ns;
+}
+
+/* How early a wait for the next arm, or for its work, ends: the timer's
+ * lead and twice the gaps' spread. */
+static uint64_t arm_margin(const struct idle_state *st, uint64_t lead_ns)
+{
+	return lead_ns + 2 * st->gap_dev_ns;
+}
+
 /* The next arm is expected at expect and its work takes at least low_ns:
  * nap until a lead before that work can be due, when the arms are regular
  * (the gaps' spread at most IDLE_NAP_THROUGH_SPREAD of them) and the arm
@@ -130,10 +144,10 @@ static struct idle_decision nap_through_arm(const struct idle_cfg *cfg,
 					    const struct idle_state *st, uint64_t now_ns,
 					    uint64_t expect, uint64_t window, uint64_t lead_ns)
 {
-	uint64_t margin = lead_ns + 2 * st->gap_dev_ns;
+	uint64_t margin = arm_margin(st, lead_ns);
 	struct idle_decision d;
 
-	if (!st->low_ns || st->gap_dev_ns * IDLE_NAP_THROUGH_SPREAD > st->gap_ns ||
+	if (!st->low_ns || !arms_regular(st) ||
 	    now_ns > expect + window ||
 	    expect + st->low_ns < now_ns + margin + IDLE_NAP_THROUGH_MIN_NS ||
 	    /* Naps one after the other to a far arm cost more wake-ups than
@@ -154,12 +168,10 @@ static struct idle_decision nap_through_arm(const struct idle_cfg *cfg,
  * may follow), and the spin for those arms sees their work in time. */
 static int park_spins_less(const struct idle_state *st, uint64_t lead_ns)
 {
-	uint64_t margin = lead_ns + 2 * st->gap_dev_ns;
+	uint64_t margin = arm_margin(st, lead_ns);
 
-	return st->gap_ns >= IDLE_PARK_GAP_NS &&
-	       st->gap_dev_ns * IDLE_NAP_THROUGH_SPREAD <= st->gap_ns &&
-	       margin >= IDLE_PARK_SPIN_MIN_NS &&
-	       st->low_ns <= margin && st->park_wake_ns &&
+	return st->low_ns && st->gap_ns >= IDLE_PARK_GAP_NS && arms_regular(st) &&
+	       margin >= IDLE_PARK_SPIN_MIN_NS && st->low_ns <= margin && st->park_wake_ns &&
 	       st->park_wake_ns <= st->low_ns + IDLE_PARK_LATE_MAX_NS;
 }
 
@@ -172,7 +184,7 @@ static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle
 	/* Never spin longer than spin_ns for an arm (0: park at once). */
 	if (!st->gap_ns || !st->idle_since_ns || spun >= cfg->spin_ns)
 		return act(IDLE_PARK, 0);
-	if (st->low_ns && park_spins_less(st, lead_ns))
+	if (park_spins_less(st, lead_ns))
 		return act(IDLE_PARK, 0);
 	expect = st->idle_since_ns + st->gap_ns;
 	window = 4 * st->gap_dev_ns + lead_ns;
@@ -200,9 +212,9 @@ static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle
 	 * park (the arm then wakes the scanner). */
 	if (now_ns > expect + window)
 		return act(IDLE_PARK, 0);
-	if (expect > now_ns + lead_ns + 2 * st->gap_dev_ns) {
+	if (expect > now_ns + arm_margin(st, lead_ns)) {
 		struct idle_decision d =
-			plan_wait(cfg, st, now_ns, expect - lead_ns - 2 * st->gap_dev_ns, lead_ns);
+			plan_wait(cfg, st, now_ns, expect - arm_margin(st, lead_ns), lead_ns);
 		/* Only a nap is worth it here: a sleep would cost the arm a
 		 * wake anyway, as a park does, and a park costs no timer. */
 		return d.action == IDLE_SLEEP ? act(IDLE_PARK, 0) : d;

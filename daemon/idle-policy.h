@@ -92,10 +92,10 @@ struct idle_decision {
  * (about a park and a wake-up's cost). */
 #define IDLE_GAP_SPIN_NS 5000u
 /* Regular arms (as for a nap through them) at least IDLE_PARK_GAP_NS after
- * the set went empty (a few thousand a second or fewer), whose work is shorter than a nap through the arm
- * would spin (its margin: the lead and twice the gaps' spread, at least
- * IDLE_PARK_SPIN_MIN_NS, more than a park's wake-up and the client's write
- * cost): park, where the arm wakes the scanner at most IDLE_PARK_LATE_MAX_NS
+ * the set went empty (a few thousand a second or fewer), whose work is
+ * shorter than a nap through the arm would spin (its margin: the lead and
+ * twice the gaps' spread, at least IDLE_PARK_SPIN_MIN_NS, more than a
+ * park's wake-up and the client's write cost): park, where the arm wakes the scanner at most IDLE_PARK_LATE_MAX_NS
  * after its work can land (90th percentile). One wake-up a completion either
  * way; the nap's spins across its whole margin, the park's no longer than
  * the work (docs/BENCHMARKS.md, "Paced GPU work: park for short work"). */

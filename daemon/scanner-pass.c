@@ -85,14 +85,17 @@ static void ring_groups(struct scanner *sc)
  * (PREDICT_FIRST). */
 static void learn_completion(struct scanner *sc, struct scanner_slot *s)
 {
-	if (s->swept && predict_swept_teaches(&s->timing, sc->now)) {
+	if (s->swept) {
 		s->swept = 0;
+		if (!predict_swept_teaches(&s->timing, sc->now)) {
+			predict_completed_unseen(&s->timing, sc->now);
+			return;
+		}
 		predict_completed(&s->timing, sc->now, sc->now, PREDICT_SEEN_CROWDED);
 		s->sess->hint = s->timing;
 		return;
 	}
-	if (s->swept || (sc->woke_from && s->timing.since_ns < sc->woke_from)) {
-		s->swept = 0;
+	if (sc->woke_from && s->timing.since_ns < sc->woke_from) {
 		predict_completed_unseen(&s->timing, sc->now);
 		return;
 	}
