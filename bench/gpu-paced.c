@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "cuflag-proto.h"
 #include "gpu-paced.h"
 #include "proc-cpu.h"
 
@@ -66,12 +67,36 @@ static void sleep_until(uint64_t at_ns)
 		;
 }
 
+/* Where a cuflagd row's daemon part went, per completion: the scanner's
+ * wake-ups and its spin, as "paced-RATE-MECH wakeups/completion" and
+ * "spin_us/completion" (what the scanner-cost rows of --mode cpu give). */
+static void paced_scanner_lines(struct bench_report *r, const char *row_name,
+				const struct cuflag_msg_stats_reply *a,
+				const struct cuflag_msg_stats_reply *b, uint64_t n)
+{
+	/* The report keeps the names: they live as long as it does. */
+	char *wake_name = malloc(96), *spin_name = malloc(96);
+
+	if (!wake_name || !spin_name) {
+		free(wake_name);
+		free(spin_name);
+		return;
+	}
+	snprintf(wake_name, 96, "%s wakeups/completion", row_name);
+	bench_ratio_add(r, wake_name, (double)(b->scanner_wakeups - a->scanner_wakeups) / (double)n);
+	snprintf(spin_name, 96, "%s spin_us/completion", row_name);
+	bench_ratio_add(r, spin_name, (double)(b->spinning_ns - a->spinning_ns) / 1e3 / (double)n);
+}
+
 /* One row: m at rate for PACED_RUN_NS; its CPU per completion as a ratio
  * line "paced-RATE-MECH cpu_us/completion", and the daemon's part of it as
- * "paced-RATE-MECH daemon_us/completion". */
+ * "paced-RATE-MECH daemon_us/completion"; for a cuflagd row (dp set), the
+ * scanner's part as paced_scanner_lines(). */
 static int paced_row(struct bench_report *r, struct gpu_lat *L, struct gmech_state *m,
-		     const char *name, unsigned rate, pid_t daemon)
+		     const char *name, unsigned rate, pid_t daemon, const struct daemon_proc *dp)
 {
+	struct cuflag_msg_stats_reply st0, st1;
+	int have_st = 0;
 	uint64_t period = 1000000000ull / rate, n = PACED_RUN_NS / period, warm = n / 10;
 	struct bench_lat *keep = m->row;
 	char *row_name = malloc(64), *cpu_name = malloc(96), *daemon_name = malloc(96);
@@ -89,6 +114,7 @@ static int paced_row(struct bench_report *r, struct gpu_lat *L, struct gmech_sta
 	snprintf(cpu_name, 96, "%s cpu_us/completion", row_name);
 	snprintf(daemon_name, 96, "%s daemon_us/completion", row_name);
 	m->row = bench_lat_add(r, row_name, n);
+	have_st = dp && daemon_proc_stats(dp, &st0) == 0;
 	cpu0 = cpu_now(L, daemon, &d0);
 	next = cuflag_now_ns() + period;
 	for (uint64_t i = 0; i < n && !rc; i++) {
@@ -100,6 +126,8 @@ static int paced_row(struct bench_report *r, struct gpu_lat *L, struct gmech_sta
 			m->row->us[m->row->n++] = us;
 	}
 	cpu1 = cpu_now(L, daemon, &d1);
+	if (have_st && !rc && daemon_proc_stats(dp, &st1) == 0)
+		paced_scanner_lines(r, row_name, &st0, &st1, n);
 	bench_ratio_add(r, cpu_name, rc ? -1 : (double)(cpu1 - cpu0 + d1 - d0) / 1e3 / (double)n);
 	bench_ratio_add(r, daemon_name, rc ? -1 : (double)(d1 - d0) / 1e3 / (double)n);
 	m->row = keep;
@@ -146,8 +174,10 @@ int gpu_paced(const struct bench_opts *o, struct bench_report *r, struct gpu_lat
 				failed = 1;
 				continue;
 			}
-			if (paced_row(r, L, m, pm->name, paced_rates[k],
-				      pm->scanner_spin ? d2.pid : d->pid))
+			const struct daemon_proc *dp = pm->scanner_spin ? &d2 : d;
+
+			if (paced_row(r, L, m, pm->name, paced_rates[k], dp->pid,
+				      pm->kind == G_CUFLAGD || pm->kind == G_CUFLAGD_SPIN ? dp : NULL))
 				failed = 1;
 		}
 	cuflag_slot_release(spin_m.slot);

@@ -95,13 +95,18 @@ struct idle_decision {
  * the set went empty (a few thousand a second or fewer), whose work is
  * shorter than a nap through the arm would spin (its margin: the lead and
  * twice the gaps' spread, at least IDLE_PARK_SPIN_MIN_NS, more than a
- * park's wake-up and the client's write cost): park, where the arm wakes the scanner at most IDLE_PARK_LATE_MAX_NS
- * after its work can land (90th percentile). One wake-up a completion either
- * way; the nap's spins across its whole margin, the park's no longer than
- * the work (docs/BENCHMARKS.md, "Paced GPU work: park for short work"). */
+ * park's wake-up and the client's write cost): park, where the arm wakes
+ * the scanner at most IDLE_PARK_LATE_MAX_NS after its work can land (90th
+ * percentile). One wake-up a completion either way; the nap's spins across
+ * its whole margin, and for the arm where the waiter's timer made it late,
+ * the park's no longer than the work. The bound is about a blocked
+ * waiter's own wake-up at these rates (the park's lateness is then no
+ * tail of its own); on a virtual machine an arm's wake-up alone takes a
+ * few tens of us, and a bound of the work's length kept the nap and half
+ * its cost (docs/BENCHMARKS.md, "Paced GPU work: park for short work"). */
 #define IDLE_PARK_GAP_NS 250000u
 #define IDLE_PARK_SPIN_MIN_NS 20000u
-#define IDLE_PARK_LATE_MAX_NS 20000u
+#define IDLE_PARK_LATE_MAX_NS 50000u
 
 /* The pending set went empty at now_ns; an arm came into the empty set at
  * now_ns; a completion took d_ns from its arm. */

@@ -71,6 +71,6 @@ for f in gpu-new gpu-base gpu-spin; do
 	[ -s "$OUT/$f.txt" ] || continue
 	echo "-- $f: mechanism p50 p90 p99 max n; paced CPU us a completion" >>"$S"
 	grep -E "^  (cuflagd|cuflagd-group|devsig-blocked|event-blocking|hostfunc) +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]" "$OUT/$f.txt" >>"$S"
-	grep -E "^  paced-(1|10)k-[a-z-]+ (cpu|daemon)_us/completion" "$OUT/$f.txt" >>"$S"
+	grep -E "^  paced-(1|10)k-[a-z-]+ ((cpu|daemon|spin)_us|wakeups)/completion" "$OUT/$f.txt" >>"$S"
 done
 cat "$S"

@@ -332,7 +332,11 @@ START_TEST(test_short_work_after_far_arms_parks)
 	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_NAP);
 	idle_note_park_wake(&st, 30 * US);
 	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_PARK);
-	idle_note_park_wake(&st, 50 * US);
+	/* An arm's wake-up 45 us after its work can land: about a blocked
+	 * waiter's own, still a park; 55 us after it: nap through. */
+	idle_note_park_wake(&st, 70 * US);
+	ck_assert_int_eq(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_PARK);
+	idle_note_park_wake(&st, 80 * US);
 	ck_assert_int_ne(idle_decide(&adaptive, &st, VIEW(t, 0, 0, UINT64_MAX, lead)).action, IDLE_PARK);
 	idle_note_park_wake(&st, 30 * US);
 	/* After an idle spell of 70 ms, arms 30 us apart (the next block of a
