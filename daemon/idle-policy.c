@@ -26,17 +26,29 @@ void idle_note_armed_from_empty(struct idle_state *st, uint64_t now_ns)
 
 void idle_note_done(struct idle_state *st, uint64_t d_ns)
 {
+	idle_note_done_between(st, d_ns, d_ns);
+}
+
+void idle_note_done_between(struct idle_state *st, uint64_t lo_ns, uint64_t hi_ns)
+{
 	/* Halving, not falling at once: one arm taken late, which looks
 	 * instant, must not stop the naps for long. Rising slowly: the
 	 * quickest lately, not a typical one; durations that scatter would
 	 * pull a faster rise up to their lower quartile, and naps through
-	 * arms would end after the earliest quarter of the completions. */
+	 * arms would end after the earliest quarter of the completions.
+	 * A duration known only within an interval moves it only where the
+	 * whole interval lies on one side: one that straddles it says
+	 * nothing. Taking the interval's start instead pulled it down at
+	 * every timer that woke after the flag: a wait ends the lead and
+	 * the spread before the work is due, so the start is short of the
+	 * work by that much, and naps through arms ended that much early
+	 * and spun. */
 	if (!st->low_ns)
-		st->low_ns = d_ns ? d_ns : 1;
-	else if (d_ns < st->low_ns)
-		st->low_ns = (st->low_ns + d_ns) / 2 + 1;
-	else
-		st->low_ns += (d_ns - st->low_ns) / 128;
+		st->low_ns = lo_ns ? lo_ns : 1;
+	else if (hi_ns < st->low_ns)
+		st->low_ns = (st->low_ns + hi_ns) / 2 + 1;
+	else if (lo_ns > st->low_ns)
+		st->low_ns += (lo_ns - st->low_ns) / 128;
 }
 
 void idle_note_park_wake(struct idle_state *st, uint64_t wake_ns)

@@ -113,6 +113,10 @@ struct idle_decision {
 void idle_note_empty(struct idle_state *st, uint64_t now_ns);
 void idle_note_armed_from_empty(struct idle_state *st, uint64_t now_ns);
 void idle_note_done(struct idle_state *st, uint64_t d_ns);
+/* A completion known only to have taken between lo_ns and hi_ns: seen on
+ * the first pass after a timed wait, it landed during the wait (lo_ns: its
+ * deadline; hi_ns: the pass). */
+void idle_note_done_between(struct idle_state *st, uint64_t lo_ns, uint64_t hi_ns);
 /* An arm wakes the parked scanner within wake_ns lately. */
 void idle_note_park_wake(struct idle_state *st, uint64_t wake_ns);
 /* Waits longer than IDLE_SHORT_WAIT_NS end within late_ns lately. */

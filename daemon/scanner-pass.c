@@ -101,10 +101,14 @@ static void learn_completion(struct scanner *sc, struct scanner_slot *s)
 	}
 	enum predict_seen seen = predict_how_seen(sc->few_cpus, s->sess->user->hot, sc->planned,
 						  sc->now, sc->lead);
+	uint64_t since = s->timing.since_ns;
+	uint64_t d = predict_completed(&s->timing, sc->planned ? sc->planned : sc->now, sc->now,
+				       seen);
 
-	idle_note_done(&sc->idle, predict_completed(&s->timing,
-						    sc->planned ? sc->planned : sc->now, sc->now,
-						    seen));
+	/* Seen on the first pass after a timed wait, d counts to the wait's
+	 * deadline (set before the work was due, so it landed after it, unless
+	 * it came early) and the flag landed before this pass. */
+	idle_note_done_between(&sc->idle, d, sc->now > since ? sc->now - since : d);
 	s->sess->hint = s->timing;
 }
 

@@ -444,6 +444,42 @@ START_TEST(test_low_watermark_falls_fast_rises_slowly)
 }
 END_TEST
 
+/* Completions of 500 us seen after timed waits that ended 36 us before
+ * they were due (the lead and the spread) and woke after the flag: each
+ * is known to lie between the deadline and the pass. Taking the deadline
+ * pulled the quickest lately 36 us short of the work and every nap
+ * through an arm spun that much longer; an interval that straddles it
+ * leaves it alone. One below it moves it down, one above it up. */
+START_TEST(test_low_watermark_from_an_interval)
+{
+	struct idle_state st = { 0 };
+
+	for (int i = 0; i < 20; i++)
+		idle_note_done(&st, 500 * US);
+	ck_assert_uint_eq(st.low_ns, 500 * US);
+	for (int i = 0; i < 200; i++)
+		idle_note_done_between(&st, 464 * US, 505 * US);
+	ck_assert_uint_eq(st.low_ns, 500 * US);
+	/* As it was: the deadline alone. */
+	{
+		struct idle_state old = st;
+		for (int i = 0; i < 20; i++)
+			idle_note_done(&old, 464 * US);
+		ck_assert_uint_le(old.low_ns, 470 * US);
+	}
+	/* Work now 300 us, seen between 290 and 320 us: down at once. */
+	idle_note_done_between(&st, 290 * US, 320 * US);
+	ck_assert_uint_le(st.low_ns, 411 * US);
+	/* Work now 800 us, seen after waits set for it: up slowly. */
+	{
+		uint64_t before = st.low_ns;
+		idle_note_done_between(&st, 780 * US, 820 * US);
+		ck_assert_uint_gt(st.low_ns, before);
+		ck_assert_uint_lt(st.low_ns, before + 10 * US);
+	}
+}
+END_TEST
+
 START_TEST(test_spin_mode_as_before)
 {
 	struct idle_state st = { 0 };
@@ -804,6 +840,7 @@ int main(void)
 				       test_one_delayed_completion_is_clipped,
 				       test_lead_is_the_lateness_p90,
 				       test_low_watermark_falls_fast_rises_slowly,
+				       test_low_watermark_from_an_interval,
 				       test_spin_mode_as_before, test_sleep_bounded_by_the_backstop,
 				       test_long_wait_approaches,
 				       test_scattered_durations_stay_inside_the_window,
