@@ -10,7 +10,13 @@
  * Machine noise plays no part, so two trees' predictors compare exactly:
  * docs/BENCHMARKS.md, "The first spread".
  *
- *   perf-predictor [--lead-us N] [--slots N] [--completions N]
+ * With --late-us M, the timer is late as a host's is: each wait for a look
+ * ends M us late on average (exponentially, from 1 us), the lead is the
+ * 90th percentile of that, and a flag that landed before the wait ended is
+ * seen on its first pass (as the scanner sees it: taken at the wait's
+ * deadline, predict_how_seen() deciding how).
+ *
+ *   perf-predictor [--lead-us N] [--late-us M] [--slots N] [--completions N]
  */
 #include <getopt.h>
 #include <math.h>
@@ -75,7 +81,15 @@ struct result {
 	double outside;  /* share of flags that landed while not looked at */
 };
 
-static struct result replay(const struct work *w, uint64_t lead, unsigned nslots, unsigned n)
+/* How late a wait ends: 1 us plus an exponential delay of mean late_ns (0:
+ * never late). */
+static uint64_t lateness(uint64_t late_ns, uint64_t *rng)
+{
+	return late_ns ? 1 * US + (uint64_t)(-(double)late_ns * log(uniform(rng))) : 0;
+}
+
+static struct result replay(const struct work *w, uint64_t lead, uint64_t late_ns,
+			    unsigned nslots, unsigned n)
 {
 	struct slot_timing *s = calloc(nslots, sizeof(*s));
 	uint64_t t = 1000 * MS, rng = 12345, spun = 0;
@@ -87,20 +101,33 @@ static struct result replay(const struct work *w, uint64_t lead, unsigned nslots
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct slot_timing *x = &s[i % nslots];
-		uint64_t d = w->duration(&rng), first;
+		uint64_t d = w->duration(&rng), first, planned = 0, woke, seen_at;
 		int out;
 
 		predict_armed(x, t);
 		/* Nothing learned yet: the scanner spins from the arm. */
 		first = x->lat_ns ? predict_look_at(x, t, lead, BACKSTOP_NS) : t;
-		out = first > t + d ||
+		woke = first;
+		if (late_ns && first > t) {
+			planned = first;
+			woke = first + lateness(late_ns, &rng);
+		}
+		out = woke > t + d ||
 		      (x->lat_ns && predict_look_at(x, t + d, lead, BACKSTOP_NS) != t + d);
 		if (i >= n / 10) {
 			counted++;
 			outside += out;
-			spun += first < t + d ? t + d - first : 0;
+			spun += woke < t + d ? t + d - woke : 0;
 		}
-		predict_completed(x, t + d, t + d, out ? PREDICT_SEEN_ASLEEP : PREDICT_SEEN_AWAKE);
+		seen_at = woke > t + d ? woke : t + d;
+		if (!late_ns)
+			predict_completed(x, t + d, t + d,
+					  out ? PREDICT_SEEN_ASLEEP : PREDICT_SEEN_AWAKE);
+		else if (woke > t + d) /* found by the first pass after the wait */
+			predict_completed(x, planned, seen_at,
+					  predict_how_seen(0, 1, planned, seen_at, lead));
+		else
+			predict_completed(x, seen_at, seen_at, PREDICT_SEEN_AWAKE);
 		t += d + 1 * MS;
 	}
 	free(s);
@@ -111,36 +138,44 @@ static struct result replay(const struct work *w, uint64_t lead, unsigned nslots
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = { { "lead-us", required_argument, NULL, 'l' },
+					      { "late-us", required_argument, NULL, 'L' },
 					      { "slots", required_argument, NULL, 's' },
 					      { "completions", required_argument, NULL, 'n' },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
-	unsigned long lead_us = 20, slots = 8, n = 450;
+	unsigned long lead_us = 20, late_us = 0, slots = 8, n = 450;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'l')
 			lead_us = strtoul(optarg, NULL, 10);
+		else if (c == 'L')
+			late_us = strtoul(optarg, NULL, 10);
 		else if (c == 's')
 			slots = strtoul(optarg, NULL, 10);
 		else if (c == 'n')
 			n = strtoul(optarg, NULL, 10);
 		else {
 			fprintf(c == 'h' ? stdout : stderr,
-				"usage: perf-predictor [--lead-us N] [--slots N] [--completions N]\n");
+				"usage: perf-predictor [--lead-us N] [--late-us M] [--slots N] "
+				"[--completions N]\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}
-	if (!slots || n < 10 || lead_us > 1000000) {
+	if (!slots || n < 10 || lead_us > 1000000 || late_us > 1000000) {
 		fprintf(stderr, "perf-predictor: --slots at least 1, --completions at least 10\n");
 		return 2;
 	}
-	printf("perf-predictor: lead %lu us, %lu slots in turn, %lu completions (the first "
+	/* The lead a scanner learns from such a timer: its 90th percentile. */
+	if (late_us)
+		lead_us = 1 + (unsigned long)((double)late_us * log(10.0) + 0.5);
+	printf("perf-predictor: lead %lu us%s, %lu slots in turn, %lu completions (the first "
 	       "tenth not counted)\n",
-	       lead_us, slots, n);
+	       lead_us, late_us ? " (the 90th percentile of the waits' lateness)" : "", slots, n);
 	printf("  %-16s %12s %9s  %s\n", "work", "spun us/c", "outside", "what");
 	for (size_t k = 0; k < sizeof(works) / sizeof(works[0]); k++) {
-		struct result r = replay(&works[k], lead_us * US, (unsigned)slots, (unsigned)n);
+		struct result r = replay(&works[k], lead_us * US, late_us * US, (unsigned)slots,
+					 (unsigned)n);
 		printf("  %-16s %12.1f %8.2f%%  %s\n", works[k].name, r.spun_us, r.outside * 100,
 		       works[k].what);
 	}
