@@ -101,9 +101,10 @@ struct idle_decision {
  * its whole margin, and for the arm where the waiter's timer made it late,
  * the park's no longer than the work. The bound is about a blocked
  * waiter's own wake-up at these rates (the park's lateness is then no
- * tail of its own); on a virtual machine an arm's wake-up alone takes a
- * few tens of us, and a bound of the work's length kept the nap and half
- * its cost (docs/BENCHMARKS.md, "Paced GPU work: park for short work"). */
+ * tail of its own); on a virtual machine an arm's wake-up alone can take
+ * longer than short work, and a bound of the work's length kept the nap
+ * and its cost (docs/BENCHMARKS.md, "Paced GPU work on the H200: the
+ * park's bound, measured"). */
 #define IDLE_PARK_GAP_NS 250000u
 #define IDLE_PARK_SPIN_MIN_NS 20000u
 #define IDLE_PARK_LATE_MAX_NS 50000u
