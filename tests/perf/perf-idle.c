@@ -145,6 +145,8 @@ static int pass(struct replay *r, uint64_t *look_at, uint64_t lead)
  * block no arm ended): its lateness learned as count_sleep() learns it. */
 static void timed_wait(struct replay *r, uint64_t until)
 {
+	if (until < r->t) /* a deadline already past ends the wait at once */
+		until = r->t;
 	int long_wait = until - r->t > IDLE_SHORT_WAIT_NS;
 	uint64_t woke = until + late_by(long_wait ? r->long_late_ns : r->late_ns, &r->rng);
 
