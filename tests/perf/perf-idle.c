@@ -19,13 +19,13 @@
  *   perf-idle [--late-us M] [--long-late-us M] [--wake-us W] [--completions N]
  */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "idle-policy.h"
 #include "predictor.h"
+#include "replay-random.h"
 
 #define US 1000ull
 #define MS 1000000ull
@@ -44,17 +44,6 @@ static const struct load loads[] = {
 	{ "gpu-1k", 1 * MS, 25 * US, 1 },
 	{ "gpu-10k", 100 * US, 25 * US, 1 },
 };
-
-static double uniform(uint64_t *rng)
-{
-	*rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
-	return (double)((*rng >> 11) + 1) / 9007199254740993.0;
-}
-
-static uint64_t late_by(uint64_t mean_ns, uint64_t *rng)
-{
-	return 1 * US + (uint64_t)(-(double)mean_ns * log(uniform(rng)));
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -148,7 +137,7 @@ static void timed_wait(struct replay *r, uint64_t until)
 	if (until < r->t) /* a deadline already past ends the wait at once */
 		until = r->t;
 	int long_wait = until - r->t > IDLE_SHORT_WAIT_NS;
-	uint64_t woke = until + late_by(long_wait ? r->long_late_ns : r->late_ns, &r->rng);
+	uint64_t woke = until + replay_late_by(long_wait ? r->long_late_ns : r->late_ns, &r->rng);
 
 	if (long_wait) {
 		predict_lateness(&r->late_long, until, woke);
@@ -187,8 +176,8 @@ static void replay(const struct load *l, uint64_t late_ns, uint64_t long_late_ns
 	}
 	for (unsigned i = 0; i < n; i++) {
 		r.arm[i] = 1000 * MS + i * l->period_ns +
-			   (l->waiter_late ? late_by(late_ns, &r.rng) : 0);
-		r.flag[i] = r.arm[i] + l->work_ns + (uint64_t)(uniform(&r.rng) * 500);
+			   (l->waiter_late ? replay_late_by(late_ns, &r.rng) : 0);
+		r.flag[i] = r.arm[i] + l->work_ns + (uint64_t)(replay_uniform(&r.rng) * 500);
 	}
 	for (unsigned s = 0; s < SLOTS; s++)
 		r.pending[s] = -1;
@@ -229,7 +218,7 @@ static void replay(const struct load *l, uint64_t late_ns, uint64_t long_late_ns
 		    (d.action == IDLE_PARK || r.arm[r.next_arm] < d.until_ns)) {
 			r.woke_from = r.t;
 			r.wake_sampled = 0;
-			r.t = r.arm[r.next_arm] + late_by(wake_ns, &r.rng);
+			r.t = r.arm[r.next_arm] + replay_late_by(wake_ns, &r.rng);
 			continue;
 		}
 		if (d.action == IDLE_PARK)

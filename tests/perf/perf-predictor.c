@@ -24,6 +24,7 @@
 #include <stdlib.h>
 
 #include "predictor.h"
+#include "replay-random.h"
 
 #define US 1000ull
 #define MS 1000000ull
@@ -35,37 +36,31 @@ struct work {
 	uint64_t (*duration)(uint64_t *rng);
 };
 
-static double uniform(uint64_t *rng)
-{
-	*rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
-	return (double)((*rng >> 11) + 1) / 9007199254740993.0;
-}
-
 static uint64_t punctual_500(uint64_t *rng)
 {
-	return 500 * US + (uint64_t)(uniform(rng) * 500);
+	return 500 * US + (uint64_t)(replay_uniform(rng) * 500);
 }
 
 static uint64_t punctual_50(uint64_t *rng)
 {
-	return 50 * US + (uint64_t)(uniform(rng) * 500);
+	return 50 * US + (uint64_t)(replay_uniform(rng) * 500);
 }
 
 static uint64_t scatter(uint64_t *rng)
 {
-	return 50 * US + (uint64_t)(uniform(rng) * 100000);
+	return 50 * US + (uint64_t)(replay_uniform(rng) * 100000);
 }
 
 static uint64_t late_tail(uint64_t *rng)
 {
-	return 500 * US + (uint64_t)(-20000.0 * log(uniform(rng)));
+	return 500 * US + (uint64_t)(-20000.0 * log(replay_uniform(rng)));
 }
 
 static uint64_t outliers(uint64_t *rng)
 {
 	uint64_t d = punctual_500(rng);
 
-	return uniform(rng) < 0.05 ? d + 5 * US + (uint64_t)(uniform(rng) * 25000) : d;
+	return replay_uniform(rng) < 0.05 ? d + 5 * US + (uint64_t)(replay_uniform(rng) * 25000) : d;
 }
 
 static const struct work works[] = {
@@ -80,13 +75,6 @@ struct result {
 	double spun_us;  /* before each flag, on average */
 	double outside;  /* share of flags that landed while not looked at */
 };
-
-/* How late a wait ends: 1 us plus an exponential delay of mean late_ns (0:
- * never late). */
-static uint64_t lateness(uint64_t late_ns, uint64_t *rng)
-{
-	return late_ns ? 1 * US + (uint64_t)(-(double)late_ns * log(uniform(rng))) : 0;
-}
 
 static struct result replay(const struct work *w, uint64_t lead, uint64_t late_ns,
 			    unsigned nslots, unsigned n)
@@ -110,7 +98,7 @@ static struct result replay(const struct work *w, uint64_t lead, uint64_t late_n
 		woke = first;
 		if (late_ns && first > t) {
 			planned = first;
-			woke = first + lateness(late_ns, &rng);
+			woke = first + replay_late_by(late_ns, &rng);
 		}
 		out = woke > t + d ||
 		      (x->lat_ns && predict_look_at(x, t + d, lead, BACKSTOP_NS) != t + d);
