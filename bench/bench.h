@@ -26,5 +26,10 @@ void bench_idle_cpu(const struct bench_opts *o, struct bench_report *r,
  * --scanner-mode spawned for them; 0 or -1. */
 int bench_paced_run(const struct bench_opts *o, struct bench_report *r);
 void bench_paced_ratios(struct bench_report *r);
+/* What the scanner did between two STATS a and b, per completion of n:
+ * out's wakeups, sleeps, spin_us and timer_late_us (gpu-paced.c's rows too). */
+struct cuflag_msg_stats_reply;
+void bench_paced_breakdown(struct bench_paced *out, const struct cuflag_msg_stats_reply *a,
+			   const struct cuflag_msg_stats_reply *b, uint64_t n);
 
 #endif

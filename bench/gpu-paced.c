@@ -76,16 +76,18 @@ static void paced_scanner_lines(struct bench_report *r, const char *row_name,
 {
 	/* The report keeps the names: they live as long as it does. */
 	char *wake_name = malloc(96), *spin_name = malloc(96);
+	struct bench_paced bp;
 
 	if (!wake_name || !spin_name) {
 		free(wake_name);
 		free(spin_name);
 		return;
 	}
+	bench_paced_breakdown(&bp, a, b, n);
 	snprintf(wake_name, 96, "%s wakeups/completion", row_name);
-	bench_ratio_add(r, wake_name, (double)(b->scanner_wakeups - a->scanner_wakeups) / (double)n);
+	bench_ratio_add(r, wake_name, bp.wakeups);
 	snprintf(spin_name, 96, "%s spin_us/completion", row_name);
-	bench_ratio_add(r, spin_name, (double)(b->spinning_ns - a->spinning_ns) / 1e3 / (double)n);
+	bench_ratio_add(r, spin_name, bp.spin_us);
 }
 
 /* One row: m at rate for PACED_RUN_NS; its CPU per completion as a ratio

@@ -209,9 +209,8 @@ static int paced_wait(struct paced_run *p, int ep)
 	return atomic_load(&p->done) == p->n ? 0 : -EPROTO;
 }
 
-/* What the scanner did between two STATS, per completion. */
-static void paced_breakdown(struct bench_paced *out, const struct cuflag_msg_stats_reply *a,
-			    const struct cuflag_msg_stats_reply *b, uint64_t n)
+void bench_paced_breakdown(struct bench_paced *out, const struct cuflag_msg_stats_reply *a,
+			   const struct cuflag_msg_stats_reply *b, uint64_t n)
 {
 	out->wakeups = (double)(b->scanner_wakeups - a->scanner_wakeups) / (double)n;
 	out->sleeps = (double)(b->scanner_sleeps - a->scanner_sleeps) / (double)n;
@@ -250,7 +249,7 @@ static void paced_one(const struct daemon_proc *d, const struct paced_load *l,
 	pthread_join(dev, NULL);
 	cpu1 = bench_daemon_cpu_ms(d);
 	if (have_st && daemon_proc_stats(d, &st1) == 0 && p.n)
-		paced_breakdown(out, &st0, &st1, p.n);
+		bench_paced_breakdown(out, &st0, &st1, p.n);
 	if (p.rc || rc) {
 		bench_lat_fail(row, "%s: %s (%llu of %llu counted)", p.rc ? "arm" : "count",
 			       strerror(-(p.rc ? p.rc : rc)), (unsigned long long)p.done,
