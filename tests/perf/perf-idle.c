@@ -53,8 +53,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 struct replay {
-	const struct load *l;
-	uint64_t late_ns, long_late_ns, wake_ns, rng;
+	uint64_t late_ns, long_late_ns, rng;
 	uint64_t *arm, *flag; /* per completion i: its arm, its flag's landing */
 	unsigned n, next_arm, done;
 	int pending[SLOTS]; /* the completion a slot awaits, or -1 */
@@ -161,10 +160,8 @@ static void replay(const struct load *l, uint64_t late_ns, uint64_t long_late_ns
 	uint64_t counted_from, w0 = 0, s0 = 0, q[2];
 
 	memset(&r, 0, sizeof(r));
-	r.l = l;
 	r.late_ns = late_ns;
 	r.long_late_ns = long_late_ns;
-	r.wake_ns = wake_ns;
 	r.rng = 12345;
 	r.n = n;
 	r.arm = calloc(n, sizeof(*r.arm));
