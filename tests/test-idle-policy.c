@@ -757,10 +757,11 @@ END_TEST
 
 /* A completion the cold sweep found (any time in its period) teaches a slot
  * only what its guess does not know: anything, where nothing is learned;
- * that the work is shorter, where it was found before the guess's mean. A slot seeded with a sibling's 1 s guess whose own work takes
- * 20 us, each completion found a sweep (2 ms) late, is predicted nearer
- * than a slot stays hot (8 ms, cold-sweep.h) within a few dozen of them,
- * and its passes then see its completions themselves. */
+ * that the work is shorter, where it was found before the guess's mean.
+ * A slot seeded with a sibling's 1 s guess whose own work takes 20 us,
+ * each completion found a sweep (2 ms) late, is predicted nearer than a
+ * slot stays hot (8 ms, cold-sweep.h) within a few dozen of them, and its
+ * passes then see its completions themselves. */
 START_TEST(test_swept_completion_teaches_what_the_guess_does_not_know)
 {
 	uint64_t t = 1000 * MS;
