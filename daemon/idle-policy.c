@@ -29,26 +29,55 @@ void idle_note_done(struct idle_state *st, uint64_t d_ns)
 	idle_note_done_between(st, d_ns, d_ns);
 }
 
+/* The IDLE_LOW_RANK-th smallest of the ring (the smallest while it holds
+ * fewer). */
+static uint64_t ring_low(const struct idle_state *st)
+{
+	uint32_t best[IDLE_LOW_RANK], k = 0;
+
+	for (uint32_t i = 0; i < st->low_n; i++) {
+		uint32_t v = st->low_ring[i], j;
+		if (k < IDLE_LOW_RANK)
+			k++;
+		else if (v >= best[k - 1])
+			continue;
+		for (j = k - 1; j > 0 && best[j - 1] > v; j--)
+			best[j] = best[j - 1];
+		best[j] = v;
+	}
+	return k < IDLE_LOW_RANK ? best[0] : best[IDLE_LOW_RANK - 1];
+}
+
 void idle_note_done_between(struct idle_state *st, uint64_t lo_ns, uint64_t hi_ns)
 {
-	/* Halving, not falling at once: one arm taken late, which looks
-	 * instant, must not stop the naps for long. Rising slowly: the
-	 * quickest lately, not a typical one; durations that scatter would
-	 * pull a faster rise up to their lower quartile, and naps through
-	 * arms would end after the earliest quarter of the completions.
-	 * A duration known only within an interval moves it only where the
-	 * whole interval lies on one side: one that straddles it says
-	 * nothing. Taking the interval's start instead pulled it down at
-	 * every timer that woke after the flag: a wait ends the lead and
-	 * the spread before the work is due, so the start is short of the
-	 * work by that much, and naps through arms ended that much early
-	 * and spun. */
-	if (!st->low_ns)
-		st->low_ns = lo_ns ? lo_ns : 1;
-	else if (hi_ns < st->low_ns)
-		st->low_ns = (st->low_ns + hi_ns) / 2 + 1;
-	else if (lo_ns > st->low_ns)
-		st->low_ns += (lo_ns - st->low_ns) / 128;
+	/* A low quantile of the last completions, not their least: one arm
+	 * that its client made late has its work land at once (a device
+	 * thread or a waiter its timer woke late), and the least of them
+	 * would end the naps through every arm that early until it left the
+	 * ring; a running low that fell halfway to such a one and rose by a
+	 * small fraction a completion (to stay near the quickest where
+	 * durations scatter) stayed down for hundreds of completions (docs/
+	 * BENCHMARKS.md, "The quickest lately, a quantile"). A duration known
+	 * only within an interval says where the whole interval lies on one
+	 * side of the current value: at most its end below it, at least its
+	 * start above it; one that straddles it says nothing, and the current
+	 * value is kept in its place. Taking the interval's start instead
+	 * pulled it down at every timer that woke after the flag: a wait
+	 * ends the lead and the spread before the work is due, so the start
+	 * is short of the work by that much, and naps through arms ended that
+	 * much early and spun. */
+	uint64_t v = !st->low_ns ? (lo_ns ? lo_ns : 1)
+		     : hi_ns < st->low_ns ? hi_ns
+		     : lo_ns > st->low_ns ? lo_ns
+					  : st->low_ns;
+
+	if (v > UINT32_MAX)
+		v = UINT32_MAX;
+	st->low_ring[st->low_pos] = v ? (uint32_t)v : 1;
+	st->low_pos = (st->low_pos + 1) % IDLE_LOW_RING;
+	if (st->low_n < IDLE_LOW_RING)
+		st->low_n++;
+	st->low_ns = ring_low(st);
 }
 
 void idle_note_park_wake(struct idle_state *st, uint64_t wake_ns)

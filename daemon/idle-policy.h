@@ -41,13 +41,19 @@ struct idle_cfg {
 	uint64_t backstop_ns;     /* ADAPTIVE: no wait without looking is longer */
 };
 
+/* The quickest completions lately: the IDLE_LOW_RANK-th quickest of the
+ * last IDLE_LOW_RING (idle_note_done_between). */
+#define IDLE_LOW_RING 32u
+#define IDLE_LOW_RANK 2u
+
 /* What the policy remembers between passes (the scanner's, private). */
 struct idle_state {
 	uint64_t idle_since_ns; /* the pending set went empty then (0: it is not) */
 	uint64_t gap_ns;        /* running mean of the gaps from empty to the next arm */
 	uint64_t gap_dev_ns;    /* and of how far they were from it */
-	uint64_t low_ns;        /* the quickest completions lately: falls fast,
-				 * rises slowly (0: none seen) */
+	uint64_t low_ns;        /* the quickest completions lately (0: none seen) */
+	uint32_t low_ring[IDLE_LOW_RING]; /* what each of the last ones said of it, ns */
+	uint32_t low_n, low_pos; /* how many it holds; where the next goes */
 	uint64_t spin_since_ns; /* the current streak without progress began (0: none) */
 	uint64_t park_wake_ns;  /* how long after an arm a parked scanner takes it,
 				 * lately (90th percentile; 0: not known) */

@@ -65,6 +65,19 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
 	return d;
 }
 
+uint64_t predict_learn_at(const struct slot_timing *t, uint64_t planned_ns, uint64_t now_ns,
+			  uint64_t lead_ns)
+{
+	uint64_t due;
+
+	if (!planned_ns || planned_ns >= now_ns)
+		return now_ns;
+	if (now_ns - planned_ns <= lead_ns || !t->lat_ns)
+		return planned_ns;
+	due = t->since_ns + t->lat_ns;
+	return due < planned_ns ? planned_ns : due > now_ns ? now_ns : due;
+}
+
 enum predict_seen predict_how_seen(int few_cpus, uint32_t user_hot, uint64_t planned_ns,
 				   uint64_t now_ns, uint64_t lead_ns)
 {

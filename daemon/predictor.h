@@ -132,6 +132,22 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
 			   enum predict_seen seen);
 
 /*
+ * When to learn a completion of t's slot seen by the pass at now_ns, the
+ * first after a timed wait planned to end at planned_ns (0: none; a wait
+ * an arm or a command ended is learned otherwise): planned_ns after a wake
+ * within lead_ns of it (see predict_completed). After a later one the flag
+ * landed in between, and how late the wake came is the timer's error, not
+ * the slot's: the point of that interval nearest the slot's due time (its
+ * mean). Learning the deadline instead taught a slot whose flags land on
+ * time, after each wake that a CPU idle too long made late, that it had
+ * come early by the wake's lateness, and its early spread grew with the
+ * tail of the host's timer (docs/BENCHMARKS.md, "A late wake is the
+ * timer's error"). now_ns where there was no such wait.
+ */
+uint64_t predict_learn_at(const struct slot_timing *t, uint64_t planned_ns, uint64_t now_ns,
+			  uint64_t lead_ns);
+
+/*
  * The flag of t's slot was seen advanced by a pass after a wait that an arm
  * or a command ended: it may have landed at any time in that wait, so the
  * duration is not learned (a long one would make the next looks late).

@@ -102,13 +102,15 @@ static void learn_completion(struct scanner *sc, struct scanner_slot *s)
 	enum predict_seen seen = predict_how_seen(sc->few_cpus, s->sess->user->hot, sc->planned,
 						  sc->now, sc->lead);
 	uint64_t since = s->timing.since_ns;
-	uint64_t d = predict_completed(&s->timing, sc->planned ? sc->planned : sc->now, sc->now,
-				       seen);
+	uint64_t d = predict_completed(&s->timing,
+				       predict_learn_at(&s->timing, sc->planned, sc->now, sc->lead),
+				       sc->now, seen);
+	/* Seen on the first pass after a timed wait, the flag landed between
+	 * the wait's deadline (set before the work was due, so it landed after
+	 * it, unless it came early) and this pass. */
+	uint64_t lo = sc->planned > since && sc->planned < sc->now ? sc->planned - since : d;
 
-	/* Seen on the first pass after a timed wait, d counts to the wait's
-	 * deadline (set before the work was due, so it landed after it, unless
-	 * it came early) and the flag landed before this pass. */
-	idle_note_done_between(&sc->idle, d, sc->now > since ? sc->now - since : d);
+	idle_note_done_between(&sc->idle, lo < d ? lo : d, sc->now > since ? sc->now - since : d);
 	s->sess->hint = s->timing;
 }
 

@@ -161,6 +161,45 @@ START_TEST(test_late_seen_completion_shrinks_the_guess)
 }
 END_TEST
 
+START_TEST(test_late_wake_is_the_timers_error)
+{
+	uint64_t t = 1000 * MS, lead = 10 * US;
+	struct slot_timing s = learned(500 * US, 20, &t);
+	uint64_t lat = s.lat_ns, dev = s.dev_ns, dev_late = s.dev_late_ns;
+
+	/* Within the lead of its deadline: the deadline, as before. */
+	predict_armed(&s, t);
+	ck_assert_uint_eq(predict_learn_at(&s, t + 480 * US, t + 485 * US, lead), t + 480 * US);
+	/* No timed wait: the pass. */
+	ck_assert_uint_eq(predict_learn_at(&s, 0, t + 485 * US, lead), t + 485 * US);
+	/* A wake 80 us late, the flag landed between 420 and 500 us, and the
+	 * slot's due time lies in between: nothing against the mean, which
+	 * and whose spreads stay. */
+	ck_assert_uint_eq(predict_learn_at(&s, t + 420 * US, t + 500 * US, lead), t + lat);
+	predict_completed(&s, predict_learn_at(&s, t + 420 * US, t + 500 * US, lead),
+			  t + 500 * US,
+			  predict_how_seen(0, 1, t + 420 * US, t + 500 * US, lead));
+	ck_assert_uint_eq(s.lat_ns, lat);
+	ck_assert_uint_le(s.dev_ns, dev);
+	ck_assert_uint_le(s.dev_late_ns, dev_late);
+	/* Learning the deadline, as every wake did, taught it 80 us early. */
+	{
+		struct slot_timing o = learned(500 * US, 20, &t);
+		predict_armed(&o, t);
+		predict_completed(&o, t + 420 * US, t + 500 * US,
+				  predict_how_seen(0, 1, t + 420 * US, t + 500 * US, lead));
+		ck_assert_uint_lt(o.lat_ns, lat);
+		ck_assert_uint_gt(o.dev_ns, dev);
+	}
+	/* Due before the interval: its start (it came late, at least that);
+	 * after it: its end (early, at least that). */
+	t += 2 * MS;
+	predict_armed(&s, t);
+	ck_assert_uint_eq(predict_learn_at(&s, t + 520 * US, t + 600 * US, lead), t + 520 * US);
+	ck_assert_uint_eq(predict_learn_at(&s, t + 300 * US, t + 400 * US, lead), t + 400 * US);
+}
+END_TEST
+
 START_TEST(test_mixed_durations_look_early)
 {
 	uint64_t t = 1000 * MS;
@@ -428,19 +467,29 @@ START_TEST(test_lead_is_the_lateness_p90)
 }
 END_TEST
 
-START_TEST(test_low_watermark_falls_fast_rises_slowly)
+/* The quickest completions lately: the second quickest of the last 32. One
+ * quick completion alone (an arm its client made late, its work landing at
+ * once) leaves it; a second moves it there at once; it rises once no two
+ * quicker ones are left among the last 32. */
+START_TEST(test_low_watermark_a_low_quantile)
 {
 	struct idle_state st = { 0 };
 
 	idle_note_done(&st, 1 * MS);
 	ck_assert_uint_eq(st.low_ns, 1 * MS);
 	idle_note_done(&st, 10 * US);
-	ck_assert_uint_le(st.low_ns, 510 * US);
-	for (int i = 0; i < 5; i++)
-		idle_note_done(&st, 10 * US);
-	ck_assert_uint_le(st.low_ns, 30 * US);
+	ck_assert_uint_eq(st.low_ns, 1 * MS);
+	idle_note_done(&st, 10 * US);
+	ck_assert_uint_eq(st.low_ns, 10 * US);
+	for (int i = 0; i < 30; i++)
+		idle_note_done(&st, 1 * MS);
+	ck_assert_uint_eq(st.low_ns, 10 * US);
 	idle_note_done(&st, 1 * MS);
-	ck_assert_uint_le(st.low_ns, 100 * US);
+	ck_assert_uint_eq(st.low_ns, 1 * MS);
+	/* A late arm now and then: never moved. */
+	for (int i = 0; i < 1000; i++)
+		idle_note_done(&st, i % 40 ? 500 * US : 20 * US);
+	ck_assert_uint_eq(st.low_ns, 500 * US);
 }
 END_TEST
 
@@ -449,7 +498,7 @@ END_TEST
  * is known to lie between the deadline and the pass. Taking the deadline
  * pulled the quickest lately 36 us short of the work and every nap
  * through an arm spun that much longer; an interval that straddles it
- * leaves it alone. One below it moves it down, one above it up. */
+ * leaves it alone. Those below it move it down, those above it up. */
 START_TEST(test_low_watermark_from_an_interval)
 {
 	struct idle_state st = { 0 };
@@ -467,16 +516,17 @@ START_TEST(test_low_watermark_from_an_interval)
 			idle_note_done(&old, 464 * US);
 		ck_assert_uint_le(old.low_ns, 470 * US);
 	}
-	/* Work now 300 us, seen between 290 and 320 us: down at once. */
+	/* Work now 300 us, seen between 290 and 320 us: down at the second. */
 	idle_note_done_between(&st, 290 * US, 320 * US);
-	ck_assert_uint_le(st.low_ns, 411 * US);
-	/* Work now 800 us, seen after waits set for it: up slowly. */
-	{
-		uint64_t before = st.low_ns;
+	idle_note_done_between(&st, 290 * US, 320 * US);
+	ck_assert_uint_eq(st.low_ns, 320 * US);
+	/* Work now 800 us, seen after waits set for it: up once the quicker
+	 * ones have left the last 32. */
+	for (int i = 0; i < 30; i++)
 		idle_note_done_between(&st, 780 * US, 820 * US);
-		ck_assert_uint_gt(st.low_ns, before);
-		ck_assert_uint_lt(st.low_ns, before + 10 * US);
-	}
+	ck_assert_uint_eq(st.low_ns, 320 * US);
+	idle_note_done_between(&st, 780 * US, 820 * US);
+	ck_assert_uint_ge(st.low_ns, 780 * US);
 }
 END_TEST
 
@@ -827,6 +877,7 @@ int main(void)
 				       test_late_timer_wakes_earlier,
 				       test_overdue_backs_off_to_the_backstop,
 				       test_late_seen_completion_shrinks_the_guess,
+				       test_late_wake_is_the_timers_error,
 				       test_spread_widens_asleep_narrows_awake,
 				       test_late_work_widens_the_late_side,
 				       test_first_spread_is_a_guess,
@@ -840,7 +891,7 @@ int main(void)
 				       test_no_sleep_shorter_than_the_lateness,
 				       test_one_delayed_completion_is_clipped,
 				       test_lead_is_the_lateness_p90,
-				       test_low_watermark_falls_fast_rises_slowly,
+				       test_low_watermark_a_low_quantile,
 				       test_low_watermark_from_an_interval,
 				       test_spin_mode_as_before, test_sleep_bounded_by_the_backstop,
 				       test_long_wait_approaches,

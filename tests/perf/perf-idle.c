@@ -16,7 +16,12 @@
  *   gpu-1k, gpu-10k: the paced GPU rows (an arm each period, late by the
  *                    waiter's own timer, 25 us of work).
  *
+ * With --late-arm-every K, every Kth arm of the cpu loads is late: made
+ * 25 us before its flag lands on time (a device thread that a late timer
+ * held up; on a busy host one in a few hundred is).
+ *
  *   perf-idle [--late-us M] [--long-late-us M] [--wake-us W] [--completions N]
+ *             [--late-arm-every K]
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -31,6 +36,9 @@
 #define MS 1000000ull
 #define SLOTS 8u
 #define PASS_NS 200u
+/* --late-arm-every K: every Kth arm of the cpu loads comes this long before
+ * its flag. */
+#define LATE_ARM_AHEAD_NS (25 * US)
 
 struct load {
 	const char *name;
@@ -115,8 +123,12 @@ static int pass(struct replay *r, uint64_t *look_at, uint64_t lead)
 		} else {
 			uint64_t since = x->since_ns;
 			enum predict_seen seen = predict_how_seen(0, 1, r->planned, r->t, lead);
-			uint64_t d = predict_completed(x, r->planned ? r->planned : r->t, r->t, seen);
-			idle_note_done_between(&r->st, d, r->t > since ? r->t - since : d);
+			uint64_t d = predict_completed(
+				x, predict_learn_at(x, r->planned, r->t, lead), r->t, seen);
+			uint64_t lo = r->planned > since && r->planned < r->t ? r->planned - since
+									      : d;
+			idle_note_done_between(&r->st, lo < d ? lo : d,
+					       r->t > since ? r->t - since : d);
 		}
 		r->seen_late[r->done++] = r->t - r->flag[i];
 		r->pending[s] = -1;
@@ -149,7 +161,7 @@ static void timed_wait(struct replay *r, uint64_t until)
 }
 
 static void replay(const struct load *l, uint64_t late_ns, uint64_t long_late_ns,
-		   uint64_t wake_ns, unsigned n)
+		   uint64_t wake_ns, unsigned n, unsigned late_arm_every)
 {
 	static const struct idle_cfg cfg = { .mode = SCANNER_ADAPTIVE,
 					     .spin_ns = 50 * US,
@@ -175,6 +187,9 @@ static void replay(const struct load *l, uint64_t late_ns, uint64_t long_late_ns
 		r.arm[i] = 1000 * MS + i * l->period_ns +
 			   (l->waiter_late ? replay_late_by(late_ns, &r.rng) : 0);
 		r.flag[i] = r.arm[i] + l->work_ns + (uint64_t)(replay_uniform(&r.rng) * 500);
+		/* A device thread that overslept: the arm late, its flag on time. */
+		if (late_arm_every && !l->waiter_late && i % late_arm_every == late_arm_every - 1)
+			r.arm[i] = r.flag[i] - LATE_ARM_AHEAD_NS;
 	}
 	for (unsigned s = 0; s < SLOTS; s++)
 		r.pending[s] = -1;
@@ -240,9 +255,10 @@ int main(int argc, char **argv)
 					      { "long-late-us", required_argument, NULL, 'L' },
 					      { "wake-us", required_argument, NULL, 'w' },
 					      { "completions", required_argument, NULL, 'n' },
+					      { "late-arm-every", required_argument, NULL, 'a' },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
-	unsigned long late_us = 5, long_late_us = 0, wake_us = 10, n = 4500;
+	unsigned long late_us = 5, long_late_us = 0, wake_us = 10, n = 4500, late_arm = 0;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -254,17 +270,21 @@ int main(int argc, char **argv)
 			wake_us = strtoul(optarg, NULL, 10);
 		else if (c == 'n')
 			n = strtoul(optarg, NULL, 10);
+		else if (c == 'a')
+			late_arm = strtoul(optarg, NULL, 10);
 		else {
 			fprintf(c == 'h' ? stdout : stderr,
 				"usage: perf-idle [--late-us M] [--long-late-us M] [--wake-us W] "
-				"[--completions N]\n");
+				"[--completions N] [--late-arm-every K]\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}
 	if (!long_late_us)
 		long_late_us = late_us;
-	if (n < 100 || late_us > 100000 || long_late_us > 100000 || wake_us > 100000) {
-		fprintf(stderr, "perf-idle: --completions at least 100, lateness at most 100 ms\n");
+	if (n < 100 || late_us > 100000 || long_late_us > 100000 || wake_us > 100000 ||
+	    late_arm > n) {
+		fprintf(stderr, "perf-idle: --completions at least 100, lateness at most 100 ms, "
+				"--late-arm-every at most --completions\n");
 		return 2;
 	}
 	printf("perf-idle: waits late by 1 + exp(%lu) us (%lu past %u us), arms wake a parked "
@@ -273,6 +293,7 @@ int main(int argc, char **argv)
 	printf("  %-8s %10s %10s %10s %10s\n", "load", "wakes/c", "spin us/c", "seen p50",
 	       "seen p99");
 	for (size_t k = 0; k < sizeof(loads) / sizeof(loads[0]); k++)
-		replay(&loads[k], late_us * US, long_late_us * US, wake_us * US, (unsigned)n);
+		replay(&loads[k], late_us * US, long_late_us * US, wake_us * US, (unsigned)n,
+		       (unsigned)late_arm);
 	return 0;
 }

@@ -112,7 +112,7 @@ static struct result replay(const struct work *w, uint64_t lead, uint64_t late_n
 			predict_completed(x, t + d, t + d,
 					  out ? PREDICT_SEEN_ASLEEP : PREDICT_SEEN_AWAKE);
 		else if (woke > t + d) /* found by the first pass after the wait */
-			predict_completed(x, planned, seen_at,
+			predict_completed(x, predict_learn_at(x, planned, seen_at, lead), seen_at,
 					  predict_how_seen(0, 1, planned, seen_at, lead));
 		else
 			predict_completed(x, seen_at, seen_at, PREDICT_SEEN_AWAKE);
