@@ -107,10 +107,11 @@ static void learn_completion(struct scanner *sc, struct scanner_slot *s)
 				       sc->now, seen);
 	/* Seen on the first pass after a timed wait, the flag landed between
 	 * the wait's deadline (set before the work was due, so it landed after
-	 * it, unless it came early) and this pass. */
+	 * it, unless it came early) and this pass (d, learned in between, is
+	 * no shorter). */
 	uint64_t lo = sc->planned > since && sc->planned < sc->now ? sc->planned - since : d;
 
-	idle_note_done_between(&sc->idle, lo < d ? lo : d, sc->now > since ? sc->now - since : d);
+	idle_note_done_between(&sc->idle, lo, sc->now > since ? sc->now - since : d);
 	s->sess->hint = s->timing;
 }
 
