@@ -29,7 +29,9 @@ trap 'rm -rf "$SRC"' EXIT
 	[ "$rev" = "this tree" ] || git diff --quiet HEAD || rev="$rev (and changes)"
 	echo "new: $rev; base: $BASE"
 } >"$S"
-# The base tree, built beside this one (the daemon only).
+# The base tree, built beside this one (the daemon only). Configured from
+# inside it: `meson setup DIR` run from this tree's root configures this
+# tree, wherever DIR is.
 if [ -d "$BASE" ]; then
 	cp -r "$BASE"/. "$SRC" && rm -rf "$SRC/build"
 else
@@ -38,9 +40,12 @@ fi
 {
 	meson setup "$BUILD" -Dsystemd=disabled -Dtests=false &&
 		ninja -C "$BUILD" daemon/cuflagd bench/cuflag-bench &&
-		meson setup "$SRC/build" -Dsystemd=disabled -Dtests=false &&
+		(cd "$SRC" && meson setup build -Dsystemd=disabled -Dtests=false) &&
 		ninja -C "$SRC/build" daemon/cuflagd
 } >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+# Both daemons from this tree would compare a tree with itself.
+grep -q "\"source\": *\"$(realpath "$SRC")\"" "$SRC/build/meson-info/meson-info.json" ||
+	{ echo "the base build is not of $SRC" >&2; exit 1; }
 BENCH=$BUILD/bench/cuflag-bench
 NEW=$PWD/$BUILD/daemon/cuflagd
 OLD=$SRC/build/daemon/cuflagd
