@@ -65,8 +65,8 @@ static int park_wait(struct scanner *sc, struct epoll_event *ev, int max, uint64
 	return epoll_wait(sc->park_ep, ev, max, (int)((timeout_ns + 999999) / 1000000));
 }
 
-/* Wait until woken or until deadline_ns (0: none); a write tick's or the
- * backstop's signal only interrupts the wait, which resumes. Returns events. */
+/* Wait until woken or until deadline_ns (0: none); the write tick's
+ * signal only interrupts the wait, which resumes. Returns events. */
 static int epoll_until(struct scanner *sc, struct epoll_event *ev, int max, uint64_t deadline_ns)
 {
 	for (;;) {
@@ -109,8 +109,7 @@ void scanner_nap(struct scanner *sc, uint64_t until_ns)
 
 	atomic_store_explicit(&sc->block_timed, 1, memory_order_relaxed);
 	atomic_store_explicit(&sc->block_since_ns, t0, memory_order_release);
-	police_before_wait(&sc->police, t0, until_ns);
-	/* The backstop's signal interrupts it: the deadline is absolute. */
+	/* The write tick interrupts it: the deadline is absolute. */
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
 	t1 = cuflag_now_ns();
@@ -134,8 +133,13 @@ void scanner_block(struct scanner *sc, uint64_t deadline_ns)
 	t0 = cuflag_now_ns();
 	atomic_store_explicit(&sc->block_timed, deadline_ns != 0, memory_order_relaxed);
 	atomic_store_explicit(&sc->block_since_ns, t0, memory_order_release);
-	police_before_wait(&sc->police, t0, deadline_ns);
+	/* No write can start while blocked: no tick, unless the wait is
+	 * shorter than a tick (two timer calls would cost more than the one
+	 * signal it may take). */
+	if (!deadline_ns || deadline_ns - t0 > WRITE_TICK_NS)
+		police_tick(&sc->police, 0);
 	n = epoll_until(sc, ev, 16, deadline_ns);
+	police_tick(&sc->police, 1);
 	scanner_set_state(sc, CUFLAG_SCANNER_SPINNING);
 	t1 = cuflag_now_ns();
 	atomic_store_explicit(&sc->block_since_ns, 0, memory_order_release);

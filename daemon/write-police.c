@@ -26,40 +26,20 @@ void police_install_signal(void)
 		log_err("scanner: no SIGUSR2 handler: %s", strerror(errno));
 }
 
-/* Set the one-shot tick to at_ns (0: disarm). */
-static void tick_set(struct write_police *p, uint64_t at_ns)
+void police_tick(struct write_police *p, int on)
 {
 	struct itimerspec its = { 0 };
 
-	its.it_value.tv_sec = (time_t)(at_ns / 1000000000u);
-	its.it_value.tv_nsec = (long)(at_ns % 1000000000u);
-	if (timer_settime(p->tick, TIMER_ABSTIME, &its, NULL) < 0)
+	if (!p->have_tick || p->tick_on == on)
+		return;
+	if (on) {
+		its.it_value.tv_nsec = WRITE_TICK_NS;
+		its.it_interval.tv_nsec = WRITE_TICK_NS;
+	}
+	if (timer_settime(p->tick, 0, &its, NULL) < 0)
 		log_err("scanner: write tick: %s", strerror(errno));
 	else
-		p->tick_at_ns = at_ns;
-}
-
-/* Before a write at now_ns: the tick due at least WRITE_TICK_NS / 2 ahead,
- * so that a write the client made block is cut within WRITE_TICK_NS. A
- * periodic tick signalled the scanner every WRITE_TICK_NS while it might
- * write, and most signals came while it slept between completions: a
- * wake-up each. Pushed forward only when half gone, the tick is set at
- * most once every WRITE_TICK_NS / 2 of writing, and while completions come
- * closer together than that it never fires. */
-static void tick_arm(struct write_police *p, uint64_t now_ns)
-{
-	if (p->have_tick && p->tick_at_ns < now_ns + WRITE_TICK_NS / 2)
-		tick_set(p, now_ns + WRITE_TICK_NS);
-}
-
-void police_before_wait(struct write_police *p, uint64_t now_ns, uint64_t until_ns)
-{
-	if (!p->have_tick || !p->tick_at_ns || (until_ns && until_ns <= p->tick_at_ns))
-		return;
-	if (p->tick_at_ns <= now_ns)
-		p->tick_at_ns = 0; /* it has fired: a one-shot timer disarms itself */
-	else
-		tick_set(p, 0);
+		p->tick_on = on;
 }
 
 /* In the scanner thread: a timer that signals this thread only. */
@@ -78,7 +58,7 @@ void police_start(struct write_police *p, const struct write_budget_cfg *cfg)
 		return;
 	}
 	p->have_tick = 1;
-	p->tick_at_ns = 0;
+	police_tick(p, 1);
 }
 
 void police_stop(struct write_police *p)
@@ -104,7 +84,6 @@ enum scanner_broken police_write(struct write_police *p, struct scanner_user *u,
 		if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLOUT))
 			return fcntl(efd, F_GETFL) & O_NONBLOCK ? BROKEN_FULL : BROKEN_STALL;
 	}
-	tick_arm(p, t0);
 	if (cpu)
 		c0 = cuflag_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	atomic_store_explicit(&p->write_since_ns, t0, memory_order_relaxed);

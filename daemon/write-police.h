@@ -9,11 +9,10 @@
  *   dropped (BROKEN_COST);
  * - a counter near 2^64 fails a non-blocking write (BROKEN_FULL);
  * - a client that cleared O_NONBLOCK on its side and filled the counter
- *   makes the write block: a tick (SIGUSR2 to the scanner thread, a
- *   one-shot timer that every write finds due between WRITE_TICK_NS / 2 and
- *   WRITE_TICK_NS ahead) cuts it short with EINTR (BROKEN_STALL), and the
- *   main thread's backstop (police_backstop, every main-loop tick)
- *   interrupts one that the tick missed;
+ *   makes the write block: a tick (SIGUSR2 to the scanner thread every
+ *   WRITE_TICK_NS while it may write) cuts it short with EINTR
+ *   (BROKEN_STALL), and the main thread's backstop (police_backstop, every
+ *   main-loop tick) interrupts one that the tick missed;
  * - once a user's write was cut, its other eventfds are checked for room
  *   before each write for CUT_WATCH_NS (the cut watch): the same attack on
  *   a new connection costs nobody a tick;
@@ -47,7 +46,7 @@ struct write_police {
 	_Atomic uint64_t write_since_ns;
 	timer_t tick;
 	int have_tick;
-	uint64_t tick_at_ns; /* when the tick is due (0: not armed) */
+	int tick_on;
 	_Atomic uint64_t writes; /* eventfd writes made */
 	const struct write_budget_cfg *cfg; /* the scanner's, from police_start */
 };
@@ -56,14 +55,12 @@ struct write_police {
  * write (no SA_RESTART) and does nothing else. */
 void police_install_signal(void);
 
-/* In the scanner thread: its tick, made (armed by the writes); writes
- * charged against cfg. */
+/* In the scanner thread: its tick, armed; writes charged against cfg. */
 void police_start(struct write_police *p, const struct write_budget_cfg *cfg);
 void police_stop(struct write_police *p);
-/* At now_ns the scanner waits until until_ns (0: until woken): the tick,
- * if it would come before then, is disarmed, for one system call where it
- * would wake the wait for nothing (no write is made while it waits). */
-void police_before_wait(struct write_police *p, uint64_t now_ns, uint64_t until_ns);
+/* Tick on (the scanner may write) or off (it blocks for a while: parked, or
+ * a long sleep, so that an idle daemon is not woken 500 times a second). */
+void police_tick(struct write_police *p, int on);
 
 /*
  * Write v to efd for user u, timed and charged.

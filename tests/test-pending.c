@@ -5,10 +5,8 @@
  * every --pending-poll-us, parked in between. Checked here: its CPU use while
  * a slot stays pending; the late completion still arrives, exactly once; an
  * arm made meanwhile wakes it at once, and its completion is seen promptly;
- * many pending slots across clients complete after a long stall, none lost;
- * the write tick wakes no waiting scanner.
+ * many pending slots across clients complete after a long stall, none lost.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -65,88 +63,6 @@ static void long_poll_interval(void)
 	       us);
 	/* One interval and a slow wake-up, not the many a restarted wait took. */
 	CHECK(us < 100000);
-	CHECK(consume_blocking(s) == 1);
-	cuflag_disconnect(c);
-	CHECK(daemon_stop(&d) == 0);
-}
-
-/* The scanner thread's voluntary context switches so far (each time it
- * blocked), read from /proc; -1 if it is not found. */
-static long long scanner_switches(pid_t pid)
-{
-	char path[128], comm[32], line[128];
-	long long n = -1;
-	struct dirent *e;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	dir = opendir(path);
-	CHECK(dir != NULL);
-	while (n < 0 && (e = readdir(dir))) {
-		FILE *f;
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/comm", (int)pid, e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (!fgets(comm, sizeof(comm), f) || strcmp(comm, "cuflagd-scan\n")) {
-			fclose(f);
-			continue;
-		}
-		fclose(f);
-		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status", (int)pid, e->d_name);
-		f = fopen(path, "r");
-		CHECK(f != NULL);
-		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "voluntary_ctxt_switches: %lld", &n) == 1)
-				break;
-		fclose(f);
-	}
-	closedir(dir);
-	return n;
-}
-
-/*
- * The write tick (SIGUSR2, which cuts a write that a client made block)
- * wakes no waiting scanner: a slot pending past its time is looked at every
- * backstop (1 ms, shorter than the tick), and each of those waits is one
- * wake-up, none a signal's. A tick every 2 ms while the scanner might write
- * woke it 500 more times a second.
- */
-static void no_tick_while_waiting(void)
-{
-	struct cuflag_msg_stats_reply st0, st1;
-	struct daemon_proc d;
-	long long sw0, sw1;
-	uint64_t wakeups;
-	cuflag_client *c;
-	cuflag_slot *s;
-	uint32_t t;
-
-	daemon_start(&d, 0, NULL);
-	check_serves(d.sock); /* a completion first: the daemon has written */
-	CHECK_RC(cuflag_connect(d.sock, &c));
-	CHECK_RC(cuflag_slot_acquire(c, &s));
-	CHECK_RC(cuflag_slot_arm(s, &t));
-	usleep(100000);
-	daemon_stats(&d, &st0);
-	sw0 = scanner_switches(d.pid);
-	usleep(1000000);
-	sw1 = scanner_switches(d.pid);
-	daemon_stats(&d, &st1);
-	CHECK(sw0 >= 0 && sw1 >= sw0);
-	wakeups = st1.scanner_wakeups - st0.scanner_wakeups;
-	printf("pending: a slot pending 1 s: %llu wake-ups, the scanner blocked %lld times\n",
-	       (unsigned long long)wakeups, sw1 - sw0);
-	/* It does wait (a spinning scanner would block far less often), and
-	 * blocks no more often than it wakes: a signal that cut a wait short
-	 * would block it again. The slack: the STATS requests and /proc reads
-	 * are not one instant. */
-	CHECK(wakeups >= 100);
-	CHECK((uint64_t)(sw1 - sw0) <= wakeups + wakeups / 10 + 20);
-	sim_store(cuflag_slot_flag(s), t);
-	CHECK_RC(cuflag_slot_wait(s, t, 2000));
 	CHECK(consume_blocking(s) == 1);
 	cuflag_disconnect(c);
 	CHECK(daemon_stop(&d) == 0);
@@ -321,7 +237,6 @@ int main(void)
 		cuflag_disconnect(c[i]);
 	CHECK(daemon_stop(&d) == 0);
 	long_poll_interval();
-	no_tick_while_waiting();
 	share_full();
 	printf("pending: ok\n");
 	return 0;
