@@ -10,7 +10,7 @@
 #include "bench.h"
 
 enum { O_MODE = 512, O_STREAMS, O_IDLE, O_PACED, O_NO_PACED, O_NO_SCALE, O_SCALE,
-       O_SCALE_CLIENTS, O_METRICS_COST, O_SCALE_PENDING };
+       O_SCALE_CLIENTS, O_METRICS_COST, O_SCALE_PENDING, O_NO_SCALE_PENDING };
 
 static const struct option own[] = {
 	{ "mode", required_argument, NULL, O_MODE },
@@ -24,6 +24,7 @@ static const struct option own[] = {
 	{ "scale-clients", required_argument, NULL, O_SCALE_CLIENTS },
 	{ "metrics-cost", no_argument, NULL, O_METRICS_COST },
 	{ "scale-pending", no_argument, NULL, O_SCALE_PENDING },
+	{ "no-scale-pending", no_argument, NULL, O_NO_SCALE_PENDING },
 	{ 0 },
 };
 
@@ -63,7 +64,8 @@ static int parse_own(struct bench_opts *o, int c, const char *arg)
 		o->metrics_cost = 1;
 		return 0;
 	case O_SCALE_PENDING:
-		o->scale_pending = 1;
+	case O_NO_SCALE_PENDING:
+		o->scale_pending = c == O_SCALE_PENDING;
 		return 0;
 	default:
 		return 2;
@@ -85,9 +87,12 @@ static const struct bench_extra_opts extra = {
 	"  --scale-clients P    processes of the scale run (default 64)\n"
 	"  --metrics-cost       cpu mode: add perf-metrics-cost's rows (a cuflagd with\n"
 	"                       its metrics against one with --no-metrics)\n"
-	"  --scale-pending      cpu mode: add perf-scale-pending's rows (a wake and the\n"
-	"                       notice of long-pending slots with 16 x 12 x 1024 grouped\n"
-	"                       slots pending, a cuflagd of their own)\n",
+	"  --scale-pending, --no-scale-pending\n"
+	"                       cpu mode: perf-scale-pending's rows scale-hot and\n"
+	"                       scale-cold (a wake and the notice of long-pending slots\n"
+	"                       with 16 x 12 x 1024 grouped slots pending, a cuflagd of\n"
+	"                       their own; default on unless --iterations is below 100\n"
+	"                       or --socket is given)\n",
 };
 
 int main(int argc, char **argv)
@@ -108,7 +113,7 @@ int main(int argc, char **argv)
 			      &extra);
 	if (rc >= 0)
 		return rc;
-	if (o.mode[0] == 'g' && (o.scale || o.metrics_cost || o.scale_pending)) {
+	if (o.mode[0] == 'g' && (o.scale || o.metrics_cost || o.scale_pending > 0)) {
 		fprintf(stderr,
 			"cuflag-bench: --scale, --metrics-cost, --scale-pending: cpu mode only\n");
 		return 2;
@@ -116,6 +121,10 @@ int main(int argc, char **argv)
 	/* The scanner-cost rows take a few seconds: on by default, not in a tiny run. */
 	if (o.paced < 0)
 		o.paced = o.iterations >= 100;
+	/* So do the rows of others' pending work, which need a daemon of their
+	 * own (not one at --socket). */
+	if (o.scale_pending < 0)
+		o.scale_pending = o.mode[0] == 'c' && o.iterations >= 100 && !o.socket;
 	snprintf(title, sizeof(title), "cuflag-bench --mode %s", o.mode);
 	r.mode = o.mode;
 	r.title = title;

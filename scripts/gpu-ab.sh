@@ -3,13 +3,13 @@
 # tree's directory where there is no git history, as on a machine that got
 # a copy of the working tree: `git archive BASE | tar -x -C DIR`), on the same
 # machine in one go, as docs/BENCHMARKS.md's A/B sections were measured:
-# the scanner-cost rows (`cuflag-bench --mode cpu --no-scale`, ROUNDS times
-# each, the two daemons in turn), then the GPU rows with the paced CPU rows
-# (`--mode gpu`) for each, then the spinning daemon's gate rows. One bench
-# (this tree's) drives both daemons. Logs go to $OUT (default:
-# ./gpu-ab-logs), at most eight files; summary.txt ends with the rows the
-# issues' targets name, side by side. Without a GPU the GPU part is skipped
-# (the bench exits 77) and the CPU rows still run.
+# the scanner-cost rows (`cuflag-bench --mode cpu --no-scale
+# --no-scale-pending`, ROUNDS times each, the two daemons in turn), then the
+# GPU rows with the paced CPU rows (`--mode gpu`) for each, then the
+# spinning daemon's gate rows. One bench (this tree's) drives both daemons.
+# Logs go to $OUT (default: ./gpu-ab-logs), at most eight files; summary.txt
+# ends with the rows the targets name, side by side. Without a GPU the GPU
+# part is skipped (the bench exits 77) and the CPU rows still run.
 set -u
 cd "$(dirname "$0")/.."
 [ $# -eq 1 ] || { echo "usage: $0 BASE-COMMIT|BASE-DIR" >&2; exit 2; }
@@ -55,7 +55,7 @@ for i in $(seq "$ROUNDS"); do
 	for v in new base; do
 		[ $v = new ] && d=$NEW || d=$OLD
 		echo "== round $i" >>"$OUT/cpu-$v.txt"
-		"$BENCH" --mode cpu --no-scale --daemon "$d" >>"$OUT/cpu-$v.txt" 2>&1
+		"$BENCH" --mode cpu --no-scale --no-scale-pending --daemon "$d" >>"$OUT/cpu-$v.txt" 2>&1
 		echo "cpu $v round $i: $?" >>"$S"
 	done
 done

@@ -112,8 +112,13 @@ elif prog == "cuflag-bench":
         assert doc["scale"] is None, doc["scale"]
     if "metrics-on" in names:
         check_metrics_cost()
-    if "scale-hot" in names:
+    # Others' pending work: on unless asked off (or the run is tiny).
+    if doc["config"]["scale_pending"]:
         check_scale_pending()
+    else:
+        assert "scale-hot" not in names, names["scale-hot"]
+    if "--no-scale-pending" not in sys.argv and doc["config"]["iterations"] >= 100:
+        assert doc["config"]["scale_pending"], doc["config"]
 elif prog == "perf-handoff":
     measured("cuflagd")
     # The handoff rows pin to two CPUs; with one they are there, unmeasured.

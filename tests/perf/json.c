@@ -109,10 +109,11 @@ void bench_print_json(const struct bench_report *cr)
 	put_str(r->mode);
 	printf(", \"config\": {\"iterations\": %u, \"warmup\": %u, \"clients\": %u, \"slots\": %u, "
 	       "\"streams\": %u, \"completions_per_process\": %llu, \"spin_us\": %u, "
-	       "\"idle_ms\": %u, \"scale\": %s, \"scale_clients\": %u}",
+	       "\"idle_ms\": %u, \"scale\": %s, \"scale_clients\": %u, \"scale_pending\": %s}",
 	       o->iterations, o->warmup, o->clients, o->slots, o->streams,
 	       (unsigned long long)o->completions, o->spin_us, o->idle_ms,
-	       o->scale > 0 ? "true" : "false", o->scale_clients);
+	       o->scale > 0 ? "true" : "false", o->scale_clients,
+	       o->scale_pending > 0 ? "true" : "false");
 	fputs(", \"results\": [", stdout);
 	for (size_t i = 0; i < r->nlat; i++) {
 		if (i)

@@ -144,7 +144,8 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *wh
 
 	*o = (struct bench_opts){ .mode = "cpu", .iterations = 2000, .clients = 2, .slots = 16,
 				  .streams = 4, .spin_us = 50, .idle_ms = 2000,
-				  .scale_clients = 64, .paced = -1 };
+				  .scale_clients = 64, .paced = -1,
+				  .scale_pending = -1 };
 	for (const struct option *e = x ? x->opts : NULL; e && e->name && n < MAX_EXTRA; e++)
 		all[n++] = *e;
 	memcpy(all + n, common, sizeof(common));

@@ -47,7 +47,8 @@ struct bench_opts {
 	unsigned scale_clients; /* idle fleet / armed run: processes */
 	int paced;             /* the scanner-cost rows (cpu mode) */
 	int metrics_cost;      /* the metrics on/off rows (metrics-cost.c) */
-	int scale_pending;     /* the pending-load rows (scale-pending.c) */
+	int scale_pending;     /* the pending-load rows (scale-pending.c); -1 until
+				* the program decides */
 };
 
 /*
