@@ -80,6 +80,14 @@ void idle_note_done_between(struct idle_state *st, uint64_t lo_ns, uint64_t hi_n
 	st->low_ns = ring_low(st);
 }
 
+void idle_note_seen(struct idle_state *st, uint64_t since_ns, uint64_t planned_ns,
+		    uint64_t now_ns, uint64_t d_ns)
+{
+	uint64_t lo = planned_ns > since_ns && planned_ns < now_ns ? planned_ns - since_ns : d_ns;
+
+	idle_note_done_between(st, lo, now_ns > since_ns ? now_ns - since_ns : d_ns);
+}
+
 void idle_note_park_wake(struct idle_state *st, uint64_t wake_ns)
 {
 	st->park_wake_ns = wake_ns;

@@ -124,6 +124,14 @@ void idle_note_done(struct idle_state *st, uint64_t d_ns);
  * the first pass after a timed wait, it landed during the wait (lo_ns: its
  * deadline; hi_ns: the pass). */
 void idle_note_done_between(struct idle_state *st, uint64_t lo_ns, uint64_t hi_ns);
+/* A completion awaited since since_ns, learned as taking d_ns, seen by the
+ * pass at now_ns. Where that pass is the first after a timed wait whose
+ * deadline planned_ns lies between the two, the flag landed between that
+ * deadline (set before the work was due, so it landed after it, unless it
+ * came early) and the pass; d_ns, learned in between, is no shorter than
+ * the deadline's part. Otherwise it took d_ns. */
+void idle_note_seen(struct idle_state *st, uint64_t since_ns, uint64_t planned_ns,
+		    uint64_t now_ns, uint64_t d_ns);
 /* An arm wakes the parked scanner within wake_ns lately. */
 void idle_note_park_wake(struct idle_state *st, uint64_t wake_ns);
 /* Waits longer than IDLE_SHORT_WAIT_NS end within late_ns lately. */

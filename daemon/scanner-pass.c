@@ -105,13 +105,7 @@ static void learn_completion(struct scanner *sc, struct scanner_slot *s)
 	uint64_t d = predict_completed(&s->timing,
 				       predict_learn_at(&s->timing, sc->planned, sc->now, sc->lead),
 				       sc->now, seen);
-	/* Seen on the first pass after a timed wait, the flag landed between
-	 * the wait's deadline (set before the work was due, so it landed after
-	 * it, unless it came early) and this pass (d, learned in between, is
-	 * no shorter). */
-	uint64_t lo = sc->planned > since && sc->planned < sc->now ? sc->planned - since : d;
-
-	idle_note_done_between(&sc->idle, lo, sc->now > since ? sc->now - since : d);
+	idle_note_seen(&sc->idle, since, sc->planned, sc->now, d);
 	s->sess->hint = s->timing;
 }
 

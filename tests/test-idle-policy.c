@@ -530,6 +530,33 @@ START_TEST(test_low_watermark_from_an_interval)
 }
 END_TEST
 
+/* What the scanner tells the policy of a completion it saw: the interval
+ * from the deadline of the timed wait before the pass to the pass, or,
+ * with no such wait since the slot was armed, the duration learned. */
+START_TEST(test_seen_after_a_wait_or_not)
+{
+	struct idle_state a = { 0 }, b = { 0 };
+	uint64_t since = 1000 * MS;
+
+	for (int i = 0; i < 20; i++) {
+		idle_note_done(&a, 500 * US);
+		idle_note_done(&b, 500 * US);
+	}
+	/* A wait ended 464 us in, the pass at 505: the interval straddles
+	 * 500 us, which stays. */
+	for (int i = 0; i < 40; i++) {
+		idle_note_seen(&a, since, since + 464 * US, since + 505 * US, 470 * US);
+		idle_note_done_between(&b, 464 * US, 505 * US);
+	}
+	ck_assert_uint_eq(a.low_ns, b.low_ns);
+	ck_assert_uint_eq(a.low_ns, 500 * US);
+	/* The last wait ended before the arm: the duration learned, as is. */
+	for (int i = 0; i < 40; i++)
+		idle_note_seen(&a, since, since - 1 * US, since + 300 * US, 300 * US);
+	ck_assert_uint_eq(a.low_ns, 300 * US);
+}
+END_TEST
+
 START_TEST(test_spin_mode_as_before)
 {
 	struct idle_state st = { 0 };
@@ -893,6 +920,7 @@ int main(void)
 				       test_lead_is_the_lateness_p90,
 				       test_low_watermark_a_low_quantile,
 				       test_low_watermark_from_an_interval,
+				       test_seen_after_a_wait_or_not,
 				       test_spin_mode_as_before, test_sleep_bounded_by_the_backstop,
 				       test_long_wait_approaches,
 				       test_scattered_durations_stay_inside_the_window,

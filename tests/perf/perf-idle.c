@@ -125,9 +125,7 @@ static int pass(struct replay *r, uint64_t *look_at, uint64_t lead)
 			enum predict_seen seen = predict_how_seen(0, 1, r->planned, r->t, lead);
 			uint64_t d = predict_completed(
 				x, predict_learn_at(x, r->planned, r->t, lead), r->t, seen);
-			uint64_t lo = r->planned > since && r->planned < r->t ? r->planned - since
-									      : d;
-			idle_note_done_between(&r->st, lo, r->t > since ? r->t - since : d);
+			idle_note_seen(&r->st, since, r->planned, r->t, d);
 		}
 		r->seen_late[r->done++] = r->t - r->flag[i];
 		r->pending[s] = -1;
