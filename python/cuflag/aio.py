@@ -16,6 +16,7 @@ import asyncio
 import errno
 
 from . import _lib
+from . import _timeout
 
 _U32 = 0xFFFFFFFF
 _HALF = 0x80000000
@@ -266,7 +267,7 @@ async def counts(first, take, doorbell, dispatcher, timeout=None):
             bell.add(fut)
             disp.add(fut)
             try:
-                async with asyncio.timeout(timeout):
+                async with _timeout.timeout(timeout):
                     await fut
             finally:
                 bell.discard(fut)

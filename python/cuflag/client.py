@@ -12,6 +12,7 @@ import threading
 import weakref
 
 from . import _lib
+from . import _timeout
 from . import aio
 from . import group as _group
 from . import stream as _stream
@@ -379,7 +380,7 @@ class Client:
         # The readers stay while the loop runs: a stream is awaited again and again.
         doorbell = functools.partial(slot._doorbell_in, sticky=True)
         dispatcher = functools.partial(self._dispatcher_in, sticky=True)
-        async with asyncio.timeout(timeout):
+        async with _timeout.timeout(timeout):
             await aio.wait(slot, target, spin_us, doorbell, dispatcher)
 
     def close(self):

@@ -369,7 +369,8 @@ class Slot:
 
     async def wait_async(self, target, spin_us=0):
         """Wait in the running asyncio loop until the flag reaches
-        ``target``; errors as wait(). Use asyncio.timeout() for a limit.
+        ``target``; errors as wait(). Use asyncio.wait_for() (or, from
+        Python 3.11 on, asyncio.timeout()) for a limit.
 
         It looks at the flag first (for ``spin_us`` microseconds, which
         holds up the loop that long at most, and only while no other await

@@ -16,6 +16,7 @@ import time
 import unittest
 
 import cuflag
+from cuflag._timeout import timeout as within  # asyncio.timeout() before 3.11 too
 
 _PR_SET_PDEATHSIG = 1
 _READY_TIMEOUT_S = 10.0
@@ -166,7 +167,7 @@ class RestartTestCase(unittest.TestCase):
             before = counted()
             self.assertGreater(before, 0)
             await asyncio.to_thread(self.restart, how)
-            async with asyncio.timeout(self.SETTLE_S):
+            async with within(self.SETTLE_S):
                 while self.client.epoch == epochs[-1] or counted() <= before:
                     await asyncio.sleep(0.01)
             epochs.append(self.client.epoch)

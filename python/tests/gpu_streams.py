@@ -21,6 +21,7 @@ import threading
 import time
 
 import cuflag
+from cuflag._timeout import timeout as within  # asyncio.timeout() before 3.11 too
 from daemon import Daemon
 
 SKIP = 77
@@ -186,7 +187,7 @@ def streams_exact(lib, client):
         start = {i: client._stream_slot(cuflag.stream.handle(s)).flag
                  for i, s in enumerate(streams)}
         t0 = time.perf_counter()
-        async with asyncio.timeout(TIMEOUT_S):
+        async with within(TIMEOUT_S):
             await asyncio.gather(*(requests(i, PER_STREAM // 2)
                                    for i in range(STREAMS) for _ in range(2)))
         wall = time.perf_counter() - t0
@@ -239,7 +240,7 @@ def graph_replays(client, replays=1000):
         for i in range(replays):
             g.replay()
             target = slot.launched(stream)
-            async with asyncio.timeout(10):
+            async with within(10):
                 await slot.wait_async(target)
             check(int(seen[0]) == i + 1, f"replay {i}: saw {int(seen[0])}")
         # The slot counted each replay once.
@@ -266,7 +267,7 @@ def fault_child(name):
 
         async def main():
             try:
-                async with asyncio.timeout(20):
+                async with within(20):
                     await client.synchronize_async(stream)
             except OSError as e:
                 return e

@@ -9,6 +9,7 @@ import threading
 import unittest
 
 from daemon import DaemonTestCase
+from cuflag._timeout import timeout as within  # asyncio.timeout() before 3.11 too
 
 TIMEOUT_S = 10
 
@@ -34,7 +35,7 @@ def complete_later(pairs, seed):
 async def count_until(slot, expected):
     """Sum the slot's completions until expected; then none may follow."""
     total = 0
-    async with asyncio.timeout(TIMEOUT_S):
+    async with within(TIMEOUT_S):
         async for n in slot.completions():
             total += n
             if total >= expected:
@@ -50,7 +51,7 @@ class AsyncioTest(DaemonTestCase):
 
         async def main():
             device = complete_later(zip(slots, targets), seed=1)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await asyncio.gather(*(s.wait_async(t) for s, t in zip(slots, targets)))
             await asyncio.to_thread(device.join)
             counts = await asyncio.gather(*(count_until(s, 1) for s in slots))
@@ -91,7 +92,7 @@ class AsyncioTest(DaemonTestCase):
                 for _ in range(50):
                     target = slot.arm()
                     asyncio.get_running_loop().call_later(0.001, slot.store, target)
-                    async with asyncio.timeout(TIMEOUT_S):
+                    async with within(TIMEOUT_S):
                         await slot.wait_async(target)
                 return await count_until(slot, 50)
 
@@ -117,11 +118,11 @@ class AsyncioTest(DaemonTestCase):
                 waits = [asyncio.create_task(slot.wait_async(t)) for t in (first, second)]
                 await asyncio.sleep(0)
                 slot.store(first)
-                async with asyncio.timeout(TIMEOUT_S):
+                async with within(TIMEOUT_S):
                     await waits[0]
                 self.assertFalse(waits[1].done())
                 slot.store(second)
-                async with asyncio.timeout(TIMEOUT_S):
+                async with within(TIMEOUT_S):
                     await waits[1]
                 return await count_until(slot, 2)
 
@@ -133,7 +134,7 @@ class AsyncioTest(DaemonTestCase):
 
             async def main():
                 with self.assertRaises(TimeoutError):
-                    async with asyncio.timeout(0.05):
+                    async with within(0.05):
                         await slot.wait_async(target)
                 await asyncio.sleep(0)
                 self.assertIsNone(slot._watch)

@@ -15,6 +15,7 @@ import time
 import unittest
 
 import cuflag
+from cuflag._timeout import timeout as within  # asyncio.timeout() before 3.11 too
 from daemon import Daemon, open_fds
 
 TIMEOUT_S = 2
@@ -60,7 +61,7 @@ class HangupTest(unittest.TestCase):
         self.assertIsNotNone(slot._watch)
         watch = self.client._dispatchers[asyncio.get_running_loop()]
         await asyncio.to_thread(self.daemon.kill)
-        async with asyncio.timeout(TIMEOUT_S):
+        async with within(TIMEOUT_S):
             while watch.state == 0:
                 await asyncio.sleep(0.001)
         return waiter, watch
@@ -141,7 +142,7 @@ class HangupTest(unittest.TestCase):
             self.assertNotEqual(watch.state, 0)  # resuming
             start = time.monotonic()
             slot.store(target)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await waiter
             self.assertLess(time.monotonic() - start, TIMEOUT_S)
             # Nobody awaits: no more resume attempts, and the watches go.
@@ -152,7 +153,7 @@ class HangupTest(unittest.TestCase):
             # A later wait finds the daemon gone and looks at the flag.
             second = slot.arm()
             loop.call_later(0.01, slot.store, second)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await slot.wait_async(second)
 
         asyncio.run(main())
@@ -174,12 +175,12 @@ class HangupTest(unittest.TestCase):
             # One slot completes while the daemon is there: its reader stays
             # for the others.
             slots[1].store(targets[1])
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await waits[1]
             await asyncio.sleep(0)
             self.assertIs(self.client._dispatchers.get(loop), watch)
             await asyncio.to_thread(self.daemon.kill)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 while watch.state == 0:
                     await asyncio.sleep(0.001)
             # The same watch, still one for the three waiters left.
@@ -187,7 +188,7 @@ class HangupTest(unittest.TestCase):
             self.assertEqual(watch.users, 3)
             for s, t in zip(slots, targets):
                 s.store(t)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await asyncio.gather(*waits)
             await asyncio.sleep(0.05)
             self.assertEqual(self.client._dispatchers, {})
@@ -211,7 +212,7 @@ class HangupTest(unittest.TestCase):
                 counts = []
                 started = None
                 with self.assertRaises(OSError) as cm:
-                    async with asyncio.timeout(TIMEOUT_S):
+                    async with within(TIMEOUT_S):
                         async for n in slot.completions():
                             counts.append(n)
                             if sum(counts) == 1:
@@ -263,7 +264,7 @@ class HangupTest(unittest.TestCase):
             # timeout (5 s); the margin is for a loaded machine.
             self.assertLess(stall, 1.0)
             slot.store(target)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await waiter
             for task in tasks:
                 task.cancel()
@@ -295,7 +296,7 @@ class HangupTest(unittest.TestCase):
 
         async def main():
             waiter, watch = await self.wait_then_kill(slot, target)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 while watch.state == 0:
                     await asyncio.sleep(0.001)
             await asyncio.sleep(0.06)  # a few attempts

@@ -10,6 +10,7 @@ import select
 import unittest
 
 import cuflag
+from cuflag._timeout import timeout as within  # asyncio.timeout() before 3.11 too
 from daemon import Daemon, open_fds, start_later
 
 TIMEOUT_S = 2
@@ -140,7 +141,7 @@ class RestartTest(unittest.TestCase):
                 counted.store(c)
                 gone = self.daemon
                 self.start_later(start)
-                async with asyncio.timeout(TIMEOUT_S * 2):
+                async with within(TIMEOUT_S * 2):
                     # The loop may resume before Daemon() saw the new one
                     # ready: the next round stops that one, once it is known.
                     while self.client.epoch == epoch or self.daemon is gone:
@@ -151,7 +152,7 @@ class RestartTest(unittest.TestCase):
                 self.assertEqual(self.client.fd, old_fd)
                 self.assertFalse(waiter.done())
                 waited.store(target)  # signalled by the new daemon
-                async with asyncio.timeout(TIMEOUT_S):
+                async with within(TIMEOUT_S):
                     await waiter
                     while sum(counts) < 2 * rounds:
                         await asyncio.sleep(0.001)
@@ -187,12 +188,12 @@ class RestartTest(unittest.TestCase):
             epoch = self.client.epoch
             start = await asyncio.to_thread(self.restart_daemon, self.daemon.kill)
             self.start_later(start)
-            async with asyncio.timeout(TIMEOUT_S * 2):
+            async with within(TIMEOUT_S * 2):
                 while self.client.epoch == epoch:
                     await asyncio.sleep(0.005)
             self.assertFalse(waiter.done())
             slot.store(target)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await waiter
                 # The wait may have seen the flag before the daemon signalled.
                 counts = []
@@ -222,7 +223,7 @@ class RestartTest(unittest.TestCase):
 
         async def main():
             with self.assertRaises(OSError) as cm:
-                async with asyncio.timeout(TIMEOUT_S):
+                async with within(TIMEOUT_S):
                     async for _ in slot.completions():
                         pass
             self.assertEqual(cm.exception.errno, errno.ESTALE)
@@ -231,12 +232,12 @@ class RestartTest(unittest.TestCase):
             self.assertFalse(waiter.done())
             epoch = self.client.epoch
             self.start_later(self.restart_daemon(self.daemon.stop), 0)
-            async with asyncio.timeout(TIMEOUT_S * 2):
+            async with within(TIMEOUT_S * 2):
                 while self.client.epoch == epoch:
                     await asyncio.sleep(0.01)
             slot.store(target)
             counts = []
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await waiter
                 async for n in slot.completions():
                     counts.append(n)
@@ -264,7 +265,7 @@ class RestartTest(unittest.TestCase):
             loop = asyncio.get_running_loop()
             t = s2.arm()
             loop.call_later(0.01, s2.store, t)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await s2.wait_async(t)
             # Through the eventfd, with the new connection watched.
             watch = self.client._dispatchers[loop]
@@ -272,7 +273,7 @@ class RestartTest(unittest.TestCase):
             counts = []
             t = s1.arm()
             loop.call_later(0.01, s1.store, t)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 async for n in s1.completions():
                     counts.append(n)
                     break
@@ -307,7 +308,7 @@ class RestartTest(unittest.TestCase):
             self.assertFalse(waiter.done())
             self.assertEqual(watch.state, 0)  # the new connection did not hang up
             slot.store(target)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await waiter
             self.assertEqual(slot.consume(), 1)
 
@@ -326,10 +327,10 @@ class RestartTest(unittest.TestCase):
             with self.assertRaises(TimeoutError):
                 await self.client.reconnect_async(retry_interval=0.005, timeout=0.02)
             loop.call_later(0.05, start)
-            async with asyncio.timeout(TIMEOUT_S * 5):
+            async with within(TIMEOUT_S * 5):
                 await self.client.reconnect_async(retry_interval=0.005)
             self.assertFalse(self.client.daemon_gone)
-            async with asyncio.timeout(TIMEOUT_S):
+            async with within(TIMEOUT_S):
                 await slot.wait_async(target)
                 async for n in slot.completions():
                     self.assertEqual(n, 1)

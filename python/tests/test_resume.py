@@ -13,6 +13,7 @@ import time
 import unittest
 
 from daemon import RestartTestCase
+from cuflag._timeout import timeout as within  # asyncio.timeout() before 3.11 too
 
 SLOTS = 8
 ARMING_THREADS = 2
@@ -75,13 +76,13 @@ class ResumeSoakTest(RestartTestCase):
                 await asyncio.to_thread(lambda: [t.join() for t in threads])
             self.assertEqual(errors, [])
             # Every completion, exactly once.
-            async with asyncio.timeout(SETTLE_S):
+            async with within(SETTLE_S):
                 while counted != done:
                     await asyncio.sleep(0.01)
             await asyncio.sleep(0.05)  # nothing more comes
             self.assertEqual(counted, done)
             self.assertEqual(errors, [])
-            async with asyncio.timeout(SETTLE_S):
+            async with within(SETTLE_S):
                 await waiter
             self.assertGreater(awaited_done, 0)
             self.assertEqual(len(set(epochs)), 5)

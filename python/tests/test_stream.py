@@ -12,6 +12,7 @@ import unittest
 from unittest import mock
 
 import cuflag
+from cuflag._timeout import timeout as within  # asyncio.timeout() before 3.11 too
 from cuflag import stream as cfstream
 from daemon import DaemonTestCase
 
@@ -208,7 +209,7 @@ class SpinWaitTest(DaemonTestCase):
                 device.join()
                 t = slot.arm()
                 loop.call_later(0.01, slot.store, t)
-                async with asyncio.timeout(5):
+                async with within(5):
                     await slot.wait_async(t, spin_us=10)
 
             asyncio.run(main())
@@ -228,7 +229,7 @@ class SpinWaitTest(DaemonTestCase):
                 await asyncio.sleep(0.01)
                 for i, t in enumerate(targets):
                     slot.store(t)
-                    async with asyncio.timeout(5):
+                    async with within(5):
                         while len(woken) < i + 1:
                             await asyncio.sleep(0.001)
                     await asyncio.sleep(0.01)
