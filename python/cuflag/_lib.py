@@ -63,10 +63,21 @@ _PROTOTYPES = {
 }
 
 
+SONAME = "libcuflag-client.so.0"
+# Where the wheel puts its own library, cuflagd and cuflagctl (a package
+# installed otherwise has no such folder).
+NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
+
+
 def _wanted():
-    """What is loaded: $CUFLAG_LIBRARY, else the soname, which the dynamic
-    loader looks for in its search path (ld.so.cache, LD_LIBRARY_PATH)."""
-    return os.environ.get("CUFLAG_LIBRARY") or "libcuflag-client.so.0"
+    """What is loaded: $CUFLAG_LIBRARY, else the library the wheel brought
+    (cuflag/_native/), else the soname, which the dynamic loader looks for
+    in its search path (ld.so.cache, LD_LIBRARY_PATH)."""
+    named = os.environ.get("CUFLAG_LIBRARY")
+    if named:
+        return named
+    bundled = os.path.join(NATIVE_DIR, SONAME)
+    return bundled if os.path.exists(bundled) else SONAME
 
 
 class _DlInfo(ctypes.Structure):
@@ -76,7 +87,8 @@ class _DlInfo(ctypes.Structure):
 
 def library_path():
     """The path of the library this package uses, as the dynamic loader
-    found it (loading it if need be): $CUFLAG_LIBRARY, else the soname
+    found it (loading it if need be): $CUFLAG_LIBRARY, else the wheel's own
+    (cuflag/_native/libcuflag-client.so.0), else the soname
     libcuflag-client.so.0 in the loader's search path. Raises OSError
     (naming what was looked for) when it cannot be loaded."""
     handle = lib()
@@ -100,8 +112,8 @@ def lib():
         handle = ctypes.CDLL(wanted, use_errno=False)
     except OSError as e:
         how = ("check $CUFLAG_LIBRARY" if "CUFLAG_LIBRARY" in os.environ else
-               "install libcuflag-client0 (or meson install), or set CUFLAG_LIBRARY "
-               "to the library's path")
+               "install the cuflag wheel (scripts/build-wheel.sh), libcuflag-client0 "
+               "or meson install, or set CUFLAG_LIBRARY to the library's path")
         raise FileNotFoundError(errno.ENOENT, f"cannot load libcuflag-client ({e}): {how}",
                                 wanted) from None
     for name, (restype, argtypes) in _PROTOTYPES.items():
