@@ -8,7 +8,7 @@
  * interrupt. What a write costs is also the machine's: a write that wakes a
  * thread blocked on another CPU sends an inter-processor interrupt, which
  * under virtualisation can cost the writer more than many watchers do
- * (docs/RELIABILITY.md has the figures).
+ * (docs/bench-log/2026-12-01-write-budget.md has the figures).
  * Per-write cost alone cannot tell a few hundred watchers from such a
  * wake-up, and need not: many writes that are each moderately costly are
  * bounded by the fair share (fair-share.h: a quantum of write time per user
@@ -48,9 +48,10 @@ struct write_budget_cfg {
 };
 
 /* The allowance is several times the costliest wake-up measured on a 2-CPU
- * virtual machine (docs/RELIABILITY.md), and a fraction of what an eventfd in
- * tens of thousands of epolls costs a write. Sanitizer builds scale it
- * (shared/slowdown.h). */
+ * virtual machine (tests/wake-cost.c; figures in
+ * docs/bench-log/2026-12-01-write-budget.md), and a fraction of what an
+ * eventfd in tens of thousands of epolls costs a write. Sanitizer builds
+ * scale it (shared/slowdown.h). */
 #define WRITE_BUDGET_ALLOWANCE_NS (250000ull * CUFLAG_SLOWDOWN)
 
 #define WRITE_BUDGET_DEFAULTS(cap)                                                         \

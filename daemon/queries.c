@@ -166,7 +166,8 @@ static uint32_t fds_open(void)
 	/* Since Linux 6.2 the directory's size is its count of fds: no entry
 	 * of it is looked up. Reading it instead leaves a cached entry per fd
 	 * charged to the daemon's memory cgroup, after the fd is closed, until
-	 * reclaimed (docs/RELIABILITY.md has how much). */
+	 * reclaimed (docs/bench-log/2026-12-02-attack-defences-history.md, attack
+	 * 14, has how much). */
 	if (stat("/proc/self/fd", &st) == 0 && st.st_size > 0)
 		return (uint32_t)st.st_size;
 	d = opendir("/proc/self/fd");

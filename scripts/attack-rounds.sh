@@ -1,5 +1,6 @@
 #!/bin/sh
-# The attack suite in rounds, as docs/RELIABILITY.md records it: a clean
+# The attack suite in rounds (docs/bench-log/2026-12-02-attack-rounds.md has
+# the rounds of 2026-12-02; docs/RELIABILITY.md the suite): a clean
 # clone of HEAD in a fresh 0700 directory, built, then the suite run ROUNDS
 # times (default 4): the first QUIET rounds (default 2) on the machine as it
 # is, the rest beside a process that keeps one CPU busy. Each round runs as
