@@ -141,6 +141,29 @@ def check(rc):
     return rc
 
 
+def _driver_loaded():
+    """Whether libcuda.so.1 is in the process (the library loads it at its
+    first CUDA call; RTLD_NOLOAD loads nothing)."""
+    try:
+        ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD)
+    except OSError:
+        return False
+    return True
+
+
+def cuda_check(rc):
+    """check() for the CUDA binding's calls: ENODEV says which of its two
+    causes it is, the driver missing or the stream without a context."""
+    if rc != -errno.ENODEV:
+        return check(rc)
+    if not _driver_loaded():
+        raise OSError(errno.ENODEV, "no NVIDIA driver: libcuda.so.1 was not found by the "
+                      "dynamic loader (install the NVIDIA driver; the calls that need no "
+                      "GPU, such as arm() and store(), work without it)")
+    raise OSError(errno.ENODEV, "no CUDA context for the stream, or a driver older than "
+                  "the CUDA binding needs (use the device first: any allocation on it)")
+
+
 def connect_error(rc, path):
     """The exception for cuflag_connect()'s negative errno rc on the socket
     path (bytes, or None for the library's default): it names the socket and

@@ -323,7 +323,7 @@ class Client:
         handle = _stream.handle(stream)
         # A capture would record the signal into the graph, to run at its
         # launches: not the work queued now.
-        if _lib.check(_lib.lib().cuflag_cuda_capturing(handle)):
+        if _lib.cuda_check(_lib.lib().cuflag_cuda_capturing(handle)):
             raise RuntimeError("cannot synchronize a stream under graph capture")
         slot = self._stream_slot(handle, loop)
         return slot, slot._signal(handle)

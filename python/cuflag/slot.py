@@ -189,7 +189,7 @@ class Slot:
             raise OSError(errno.EINVAL, "no CUDA context is current in this thread: use the "
                           "device first (cupy.cuda.Device(0).use(), torch.cuda.init(), "
                           "or any allocation on it)")
-        _lib.check(rc)
+        _lib.cuda_check(rc)
         return ptr.value
 
     def signal(self, stream):
@@ -219,9 +219,9 @@ class Slot:
         """signal() for a handle already found."""
         lib = _lib.lib()
         target = ctypes.c_uint32()
-        _lib.check(lib.cuflag_cuda_signal(self._handle(), handle, ctypes.byref(target)))
+        _lib.cuda_check(lib.cuflag_cuda_signal(self._handle(), handle, ctypes.byref(target)))
         # 0 is what a capture gives, or a timeline that wrapped around to it.
-        if target.value == 0 and _lib.check(lib.cuflag_cuda_capturing(handle)) == 1:
+        if target.value == 0 and _lib.cuda_check(lib.cuflag_cuda_capturing(handle)) == 1:
             return None
         return target.value
 
@@ -233,8 +233,8 @@ class Slot:
         ``stream`` as signal(); errors as signal() and arm()."""
         handle = _stream.handle(stream)
         target = ctypes.c_uint32()
-        _lib.check(_lib.lib().cuflag_cuda_launched(self._handle(), handle,
-                                                   ctypes.byref(target)))
+        _lib.cuda_check(_lib.lib().cuflag_cuda_launched(self._handle(), handle,
+                                                        ctypes.byref(target)))
         return target.value
 
     def cuda_wait(self, stream, value):
@@ -248,7 +248,8 @@ class Slot:
         the wait), BrokenPipeError (EPIPE: an import whose exporter's slot
         went before ``value``)."""
         value = _lib.u32("value", value)
-        _lib.check(_lib.lib().cuflag_cuda_wait(self._handle(), _stream.handle(stream), value))
+        _lib.cuda_check(_lib.lib().cuflag_cuda_wait(self._handle(), _stream.handle(stream),
+                                                     value))
 
     def export(self):
         """A new fd (an int, close-on-exec, the caller's to close) that
