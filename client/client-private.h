@@ -74,6 +74,7 @@ struct cuflag_client {
 	 * connection in its place (dup2), so no thread can use a stale number. */
 	int sock;
 	char path[108];           /* the daemon's socket, to resume with */
+	uint8_t user_daemon;      /* the user's own (user-daemon.h): started again if gone */
 	int region_fd;            /* ours: a daemon that restarts is handed it again */
 	pthread_mutex_t req_lock; /* one request in flight at a time (order above) */
 	uint32_t next_req;

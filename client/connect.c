@@ -12,6 +12,11 @@
 #include "client-private.h"
 #include "fd-util.h"
 #include "unix-socket.h"
+#include "user-daemon.h"
+
+/* A user's own daemon that exits for want of clients just as we connect
+ * hangs up on our HELLO: connecting again starts another. */
+#define USER_DAEMON_TRIES 3
 
 CUFLAG_EXPORT const char *cuflag_version(void)
 {
@@ -20,7 +25,9 @@ CUFLAG_EXPORT const char *cuflag_version(void)
 
 CUFLAG_EXPORT const char *cuflag_connect_hint(int err)
 {
-	return cuflag_unix_connect_hint(err);
+	const char *h = cuflag__reach_hint(err);
+
+	return h ? h : cuflag_unix_connect_hint(err);
 }
 
 CUFLAG_EXPORT int cuflag_client_fd(const cuflag_client *c)
@@ -131,39 +138,33 @@ static int attach_new(struct cuflag_client *c, uint64_t flags_size)
 	return rc;
 }
 
-CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
+/* One connect to the daemon reach names (or, first, the one chosen for
+ * socket_path): HELLO, the region, ATTACH. */
+static int connect_once(const char *socket_path, struct cuflag_reach *reach, cuflag_client **out)
 {
 	struct cuflag_msg_hello_reply r;
 	struct cuflag_client *c;
-	int rc;
+	int sock, rc;
 
-	if (!out)
-		return -EINVAL;
-	if (!socket_path)
-		socket_path = getenv(CUFLAG_SOCKET_ENV);
-	if (!socket_path || !socket_path[0])
-		socket_path = CUFLAG_DEFAULT_SOCKET;
-	if (strlen(socket_path) >= sizeof(c->path))
-		return -ENAMETOOLONG;
-
-	cuflag__watch_forks();
+	sock = cuflag__reach_connect(socket_path, reach);
+	if (sock < 0)
+		return sock;
 	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (!c) {
+		safe_close(sock);
 		return -ENOMEM;
+	}
 	c->fork_gen = cuflag__fork_gen();
 	c->wake_fd = c->region_fd = c->attempt.sock = c->dispatch_ep = -1;
 	c->resume_timeout_ms = CUFLAG_RESUME_TIMEOUT_MS;
-	strcpy(c->path, socket_path);
+	memcpy(c->path, reach->path, sizeof(c->path));
+	c->user_daemon = reach->user;
 	pthread_mutex_init(&c->req_lock, NULL);
 	pthread_mutex_init(&c->arm_lock, NULL);
 	pthread_mutex_init(&c->slots_lock, NULL);
 	pthread_mutex_init(&c->resume_lock, NULL);
 	pthread_mutex_init(&c->dispatch_lock, NULL);
-	c->sock = cuflag_unix_connect(socket_path, CUFLAG_REPLY_TIMEOUT_S);
-	if (c->sock < 0) {
-		rc = c->sock;
-		goto fail;
-	}
+	c->sock = sock;
 	rc = cuflag__hello(c, c->sock, &r, &c->dpage, &c->dpage_size);
 	if (rc)
 		goto fail;
@@ -185,6 +186,21 @@ CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
 fail:
 	client_free(c);
 	return rc;
+}
+
+CUFLAG_EXPORT int cuflag_connect(const char *socket_path, cuflag_client **out)
+{
+	struct cuflag_reach reach;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	cuflag__watch_forks();
+	for (int tries = 1;; tries++) {
+		rc = connect_once(socket_path, &reach, out);
+		if (!rc || !reach.user || !cuflag__gone_error(rc) || tries == USER_DAEMON_TRIES)
+			return rc;
+	}
 }
 
 CUFLAG_EXPORT int cuflag_client_set_resume_timeout(cuflag_client *c, int timeout_ms)

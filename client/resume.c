@@ -28,6 +28,7 @@
 #include "fd-util.h"
 #include "unix-socket.h"
 #include "timeline.h"
+#include "user-daemon.h"
 
 /* How long an attempt made on the way of a wait or a consume waits for each
  * answer: they go on watching the flags rather than wait for a daemon. */
@@ -149,7 +150,7 @@ static int resume_once(struct cuflag_client *c, int quick)
 	uint32_t id;
 	int sock, rc;
 
-	sock = cuflag_unix_connect(c->path, CUFLAG_REPLY_TIMEOUT_S);
+	sock = cuflag__reach_again(c, 0);
 	if (sock < 0)
 		return sock;
 	/* An attempt on the way of a wait or a consume: a socket that accepts
@@ -225,7 +226,7 @@ int cuflag__attempt_start(struct cuflag_client *c, unsigned gen, uint64_t spacin
 		   !pthread_mutex_trylock(&c->req_lock)) {
 		c->last_try_ns = cuflag_now_ns();
 		a->gen = gen;
-		a->sock = cuflag_unix_connect_nonblock(c->path);
+		a->sock = cuflag__reach_again(c, 1);
 		rc = a->sock < 0 ? a->sock : cuflag__hello_send(c, a->sock, &a->id);
 		if (rc)
 			a->sock = safe_close(a->sock);

@@ -22,9 +22,24 @@ static void usage(void)
 		"Usage: cuflagd [OPTIONS]\n"
 		"GPU completion flags for every process on the node.\n\n"
 		"  --socket PATH             listen on PATH (default: socket activation, else\n"
-		"                            " CUFLAG_DEFAULT_SOCKET ")\n"
+		"                            " CUFLAG_DEFAULT_SOCKET "; with --user,\n"
+		"                            $XDG_RUNTIME_DIR/cuflag/cuflagd.sock, or\n"
+		"                            /tmp/cuflag-UID/cuflagd.sock without the variable)\n"
+		"  --user                    serve this user only: other uids are refused, the\n"
+		"                            socket's directory must be the user's own (0700),\n"
+		"                            one daemon per user (a lock in that directory), the\n"
+		"                            limits are one user's (what the library starts\n"
+		"                            when no node daemon serves it)\n"
+		"  --exit-idle S             exit after S seconds with no connection (default:\n"
+		"                            30 with --user, else 0: never)\n"
+		"  --ready-fd N              write READY=1 and a newline to fd N once serving,\n"
+		"                            then close it (for whoever starts the daemon)\n"
+		"  --detach                  go into the background: the process started\n"
+		"                            returns at once, the daemon runs on in a session\n"
+		"                            of its own\n"
 		"  --socket-group GROUP      the socket's group, and of the directory made for it\n"
-		"  --socket-mode MODE        the socket's mode, octal (default 0660)\n"
+		"  --socket-mode MODE        the socket's mode, octal (default 0660; 0600\n"
+		"                            with --user)\n"
 		"  --max-clients N           clients holding a region at once (default 256)\n"
 		"  --max-clients-per-uid N   of those, per user id (default: max-clients / 4)\n"
 		"  --max-connections-per-uid N\n"
@@ -145,11 +160,13 @@ static const struct num_opt num_opts[] = {
 	NUM64("backstop-us", 10, 1000000, backstop_us),
 	NUM32("msg-rate", 1, 100000000, msg_rate),
 	NUM64("stuck-ms", 1, 86400000, stuck_ms),
+	NUM32("exit-idle", 0, 31536000, exit_idle_s),
+	NUM32("ready-fd", 0, 1u << 20, ready_fd),
 };
 #define NUM_OPTS (sizeof(num_opts) / sizeof(num_opts[0]))
 
 enum { O_SOCKET = 256, O_SLAB, O_LOG, O_HOOKS, O_VERSION, O_ADMIN, O_SCANNER, O_NOMETRICS, O_GUARD,
-       O_SOCKGRP, O_SOCKMODE, O_NUM };
+       O_SOCKGRP, O_SOCKMODE, O_USER, O_DETACH, O_NUM };
 
 static int parse_num(struct cuflagd_config *cfg, const struct num_opt *o, const char *arg)
 {
@@ -241,6 +258,12 @@ static int parse_other(struct cuflagd_config *cfg, int c, const char *arg)
 	case O_NOMETRICS:
 		cfg->no_metrics = 1;
 		return 0;
+	case O_USER:
+		cfg->user_mode = 1;
+		return 0;
+	case O_DETACH:
+		cfg->detach = 1;
+		return 0;
 	case 'h':
 		usage();
 		return 1;
@@ -264,9 +287,21 @@ static int finish(struct cuflagd_config *cfg)
 		fprintf(stderr, "cuflagd: --group-ring: %u is not a power of two\n", cfg->group_ring);
 		return -EINVAL;
 	}
-	/* A fair share by default: no user takes more than a quarter. */
+	/* A fair share by default: no user takes more than a quarter; a
+	 * user's own daemon has one user to serve. */
 	if (!cfg->max_clients_per_uid)
-		cfg->max_clients_per_uid = cfg->max_clients / 4 ? cfg->max_clients / 4 : 1;
+		cfg->max_clients_per_uid = cfg->user_mode ? cfg->max_clients
+				: cfg->max_clients / 4 ? cfg->max_clients / 4 : 1;
+	/* The user's socket is the user's alone (its directory is 0700 too). */
+	if (cfg->user_mode)
+		cfg->socket_mode = 0600;
+	if (cfg->exit_idle_s == EXIT_IDLE_UNSET)
+		cfg->exit_idle_s = cfg->user_mode ? EXIT_IDLE_USER_S : 0;
+	if (cfg->user_mode && (cfg->socket_gid >= 0 || cfg->admin_gid >= 0)) {
+		fprintf(stderr, "cuflagd: --user serves one user: --socket-group and "
+			"--admin-group do not go with it\n");
+		return -EINVAL;
+	}
 	if (cfg->max_clients_per_uid > cfg->max_clients)
 		cfg->max_clients_per_uid = cfg->max_clients;
 	if (!cfg->max_connections_per_uid)
@@ -291,6 +326,8 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		{ "scanner-mode", required_argument, NULL, O_SCANNER },
 		{ "region-guard", required_argument, NULL, O_GUARD },
 		{ "no-metrics", no_argument, NULL, O_NOMETRICS },
+		{ "user", no_argument, NULL, O_USER },
+		{ "detach", no_argument, NULL, O_DETACH },
 	};
 	enum { NAMED = sizeof(named) / sizeof(named[0]) };
 	struct option opts[NAMED + NUM_OPTS + 1] = { 0 };
@@ -321,6 +358,8 @@ int cuflagd_config_parse(struct cuflagd_config *cfg, int argc, char **argv)
 		.socket_mode = 0660,
 		.write_budget_us = 2000,
 		.stuck_ms = 10000,
+		.exit_idle_s = EXIT_IDLE_UNSET,
+		.ready_fd = READY_FD_NONE,
 	};
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

@@ -36,9 +36,18 @@ struct cuflagd_config {
 	int test_hooks;              /* SIGUSR1 freezes the scanner (tests only) */
 	uint64_t stuck_ms;           /* a slot armed this long with no progress is stuck */
 	int no_metrics;              /* --no-metrics: no arm -> done times, no stuck work */
+	int user_mode;               /* --user: one user's own daemon */
+	uint32_t exit_idle_s;        /* --exit-idle: 0 never */
+	uint32_t ready_fd;           /* --ready-fd, or READY_FD_NONE */
+	int detach;                  /* --detach */
 	int sized_by_operator;       /* --max-clients or --slots-per-client given: a
 				      * limit that cannot hold them is warned about */
 };
+
+/* --exit-idle not given: EXIT_IDLE_USER_S with --user, else never. */
+#define EXIT_IDLE_UNSET UINT32_MAX
+#define EXIT_IDLE_USER_S 30u
+#define READY_FD_NONE UINT32_MAX
 
 /*
  * Parse argv. 0 to run, 1 when --help or --version was printed, or a

@@ -131,6 +131,31 @@ int export_is_import(const struct session *s, uint32_t id)
 /* Handle files                                                      */
 /* ---------------------------------------------------------------- */
 
+/* Who makes this daemon's handles (struct cuflag_handle_record's daemon). */
+static uint32_t handle_maker(const struct server *srv)
+{
+	return srv->cfg->user_mode ? CUFLAG_HANDLE_USER | ((uint32_t)srv->own_uid & ~CUFLAG_HANDLE_USER)
+				   : 0;
+}
+
+/* A handle of another daemon's: why it cannot be imported here. */
+static int refuse_foreign(const struct server *srv, struct request *req,
+			  const struct cuflag_handle_record *rec)
+{
+	return req_refuse(req, -EXDEV,
+			  !(rec->daemon & CUFLAG_HANDLE_USER)
+				  ? "IMPORT: the handle comes from the node daemon, this is a "
+				    "user's own (cuflagd --user): exports do not cross daemons; "
+				    "connect both processes to the same one"
+			  : srv->cfg->user_mode
+				  ? "IMPORT: the handle comes from another user's own daemon: "
+				    "exports do not cross daemons; connect both processes to the "
+				    "node daemon"
+				  : "IMPORT: the handle comes from a user's own daemon (cuflagd "
+				    "--user), this is the node daemon: exports do not cross "
+				    "daemons; connect both processes to the same one");
+}
+
 /* A new handle for slot id of s, in e. 0 or a negative errno. */
 static int handle_make(struct server *srv, struct session *s, uint32_t id,
 		       struct export_entry *e)
@@ -141,7 +166,7 @@ static int handle_make(struct server *srv, struct session *s, uint32_t id,
 	memset(e, 0, sizeof(*e));
 	e->rec = (struct cuflag_handle_record){
 		.magic = CUFLAG_HANDLE_MAGIC, .version = CUFLAG_PROTO_VERSION,
-		.size = sizeof(e->rec), .slot = id,
+		.size = sizeof(e->rec), .slot = id, .daemon = handle_maker(srv),
 		.region_dev = (uint64_t)s->region.dev, .region_ino = (uint64_t)s->region.ino,
 	};
 	if (getrandom(&e->rec.secret, sizeof(e->rec.secret), 0) != sizeof(e->rec.secret))
@@ -182,7 +207,7 @@ static int handle_read(int fd, dev_t *dev, ino_t *ino, struct cuflag_handle_reco
 	if (pread(fd, rec, sizeof(*rec), 0) != (ssize_t)sizeof(*rec))
 		return -EINVAL;
 	if (rec->magic != CUFLAG_HANDLE_MAGIC || rec->version != CUFLAG_PROTO_VERSION ||
-	    rec->size != sizeof(*rec) || rec->reserved)
+	    rec->size != sizeof(*rec))
 		return -EINVAL;
 	*dev = st.st_dev;
 	*ino = st.st_ino;
@@ -352,6 +377,8 @@ static int import_resume(struct server *srv, struct session *s, struct request *
 		return req_refuse(req, -EINVAL, "IMPORT: resumes a slot out of range or held");
 	if (handle_read(req->fds[0], &dev, &ino, &rec))
 		return req_refuse(req, -EINVAL, "IMPORT: the fd is not a handle");
+	if (rec.daemon != handle_maker(srv))
+		return refuse_foreign(srv, req, &rec);
 	/* Its own record, read once: a client that scribbled it only
 	 * miscounts its own completions. */
 	o->start = s->scan->states[o->id].signalled;
@@ -398,8 +425,11 @@ int req_import(struct server *srv, struct session *s, struct request *req)
 		o.resume = 1;
 		return import_resume(srv, s, req, &o);
 	}
-	e = handle_read(req->fds[0], &dev, &ino, &rec) ? NULL
-						       : table_find(srv->exports, dev, ino);
+	if (handle_read(req->fds[0], &dev, &ino, &rec))
+		return req_refuse(req, -EINVAL, "IMPORT: the fd is not a handle");
+	if (rec.daemon != handle_maker(srv))
+		return refuse_foreign(srv, req, &rec);
+	e = table_find(srv->exports, dev, ino);
 	if (!e || memcmp(&e->rec, &rec, sizeof(rec)))
 		return req_refuse(req, -EINVAL,
 				  "IMPORT: the fd is not a live handle of this daemon's");

@@ -21,6 +21,7 @@
 #include "session.h"
 #include "socket-perms.h"
 #include "unix-socket.h"
+#include "user-mode.h"
 
 /* ---------------------------------------------------------------- */
 /* The listening socket                                              */
@@ -49,7 +50,9 @@ static int listen_on_path(struct server *srv, const char *path)
 
 	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return -ENAMETOOLONG;
-	socket_dir_make(path, srv->cfg);
+	/* --user made and checked its own directory (user-mode.c). */
+	if (!srv->cfg->user_mode)
+		socket_dir_make(path, srv->cfg);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			log_err("%s exists and is not a socket; not replacing it", path);
@@ -108,6 +111,9 @@ int listener_open(struct server *srv)
 	}
 	const char *path = cfg->socket_path ? cfg->socket_path : CUFLAG_DEFAULT_SOCKET;
 	char grp[64];
+	int rc;
+	if (cfg->user_mode && (rc = user_mode_prepare(srv, &path)))
+		return rc;
 	srv->listen_fd = listen_on_path(srv, path);
 	if (srv->listen_fd < 0) {
 		log_err("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
@@ -182,6 +188,21 @@ static void refuse_connection(struct server *srv, int fd, const struct ucred *c,
 	closer_close_connection(srv->closer, fd);
 }
 
+/* --user: another uid is told so and closed; one line per second or so
+ * (another user could connect in a loop). */
+static void refuse_stranger(struct server *srv, int fd, const struct ucred *c)
+{
+	char why[128];
+
+	snprintf(why, sizeof(why), "this cuflagd (--user) serves uid %u only",
+		 (unsigned)srv->own_uid);
+	if (cuflagd_ratelimit_ok(&srv->rl))
+		log_warn("connection from pid=%d uid=%u refused: %s", (int)c->pid,
+			 (unsigned)c->uid, why);
+	request_refuse_connection(fd, -EACCES, why);
+	closer_close_connection(srv->closer, fd);
+}
+
 void listener_on_accept(struct server *srv)
 {
 	for (;;) {
@@ -204,6 +225,10 @@ void listener_on_accept(struct server *srv)
 			return;
 		}
 		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &l);
+		if (!user_mode_admits(srv, &c)) {
+			refuse_stranger(srv, fd, &c);
+			continue;
+		}
 		admin = peer_is_admin(srv, fd, &c);
 		why = connection_refusal(srv, &c, admin);
 		if (why)

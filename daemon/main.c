@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "server.h"
@@ -31,9 +34,11 @@ static void raise_fd_limit(struct cuflagd_config *cfg)
 			log_warn("cannot raise the open-file limit: %s", strerror(errno));
 	}
 	if (!cfg->max_slots_per_uid) {
+		/* A user's own daemon (--user) has one user to give it all. */
+		unsigned parts = cfg->user_mode ? 1 : 4;
 		uint64_t share = (uint64_t)cfg->slots_per_client * cfg->max_clients_per_uid;
-		if (rl.rlim_cur != RLIM_INFINITY && (rl.rlim_cur - 256) / 4 < share)
-			share = rl.rlim_cur > 1280 ? (rl.rlim_cur - 256) / 4 : 256;
+		if (rl.rlim_cur != RLIM_INFINITY && (rl.rlim_cur - 256) / parts < share)
+			share = rl.rlim_cur > 1280 ? (rl.rlim_cur - 256) / parts : 256;
 		cfg->max_slots_per_uid = share > UINT32_MAX ? UINT32_MAX : (uint32_t)share;
 	}
 	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
@@ -53,6 +58,68 @@ static void raise_fd_limit(struct cuflagd_config *cfg)
 					 : "raise the hard limit (ulimit -Hn, as root)");
 }
 
+/* Every fd from first on closed (close_range(2), else one at a time). */
+static void close_from(unsigned first)
+{
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, first, ~0u, 0) == 0)
+		return;
+#endif
+	for (long fd = first, max = sysconf(_SC_OPEN_MAX); fd < max && fd < 65536; fd++)
+		close((int)fd);
+}
+
+/* No fd of the starter's but stdin, stdout, stderr and --ready-fd. */
+static void close_inherited(uint32_t keep)
+{
+	if (keep == READY_FD_NONE || keep < 3) {
+		close_from(3);
+		return;
+	}
+	for (uint32_t fd = 3; fd < keep; fd++)
+		close((int)fd);
+	close_from(keep + 1);
+}
+
+/*
+ * --detach: the process that was started returns at once (its starter
+ * reaps it: no zombie there), and the daemon goes on in a session of its
+ * own, before any thread exists, holding no fd of its starter's but those
+ * it was given. 0, or -1 after a line on stderr.
+ */
+static int detach(uint32_t ready_fd)
+{
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		fprintf(stderr, "cuflagd: --detach: fork: %s\n", strerror(errno));
+		return -1;
+	}
+	if (pid > 0)
+		_exit(EXIT_SUCCESS);
+	if (setsid() < 0) {
+		fprintf(stderr, "cuflagd: --detach: setsid: %s\n", strerror(errno));
+		return -1;
+	}
+	close_inherited(ready_fd);
+	return 0;
+}
+
+/* --ready-fd names an open fd, which no thread or child keeps. */
+static int ready_fd_check(const struct cuflagd_config *cfg)
+{
+	int fd = (int)cfg->ready_fd, fl;
+
+	if (cfg->ready_fd == READY_FD_NONE)
+		return 0;
+	fl = fcntl(fd, F_GETFD);
+	if (fl < 0 || fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0) {
+		fprintf(stderr, "cuflagd: --ready-fd %d: %s\n", fd, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cuflagd_config cfg;
@@ -64,6 +131,8 @@ int main(int argc, char **argv)
 	rc = cuflagd_config_parse(&cfg, argc, argv);
 	if (rc)
 		return rc > 0 ? EXIT_SUCCESS : 2;
+	if (ready_fd_check(&cfg) || (cfg.detach && detach(cfg.ready_fd)))
+		return EXIT_FAILURE;
 	cuflagd_log_open();
 	/* Before any thread exists (the CUDA driver starts its own): every
 	 * thread inherits this mask, so these signals reach only the signalfd. */

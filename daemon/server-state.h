@@ -102,6 +102,13 @@ struct server {
 	uint64_t broken_seen;           /* scanner_broken_count() last looked at */
 	struct ep_tag tag_listen, tag_signal, tag_timer, tag_scanner, tag_guard;
 	struct export_table *exports;   /* exported slots' handles (export.c), or NULL */
+	/* --user (user-mode.c): its socket's path, the lock held while it
+	 * runs, the one uid it serves; and since when no connection is open
+	 * (--exit-idle; 0 while one is). */
+	char user_path[108];
+	int user_lock_fd;
+	uid_t own_uid;
+	uint64_t idle_since_ms;
 };
 
 #endif

@@ -27,6 +27,7 @@
 #include "region-guard.h"
 #include "session.h"
 #include "stuck.h"
+#include "user-mode.h"
 
 /* Fds kept free below the limit for requests that carry fds and for accept. */
 #define FD_RESERVE (CUFLAG_BATCH_MAX + 64)
@@ -69,6 +70,23 @@ static void on_region_punched(struct server *srv)
 		session_on_punched(srv, map);
 }
 
+/* --exit-idle: no connection for that long, and none waiting to be taken
+ * either (a client that connected just now keeps the daemon). The socket
+ * goes at exit: the next client starts another daemon. */
+static void exit_if_idle(struct server *srv, uint64_t now)
+{
+	if (!idle_exit_due(srv->cfg->exit_idle_s, srv->users.total[USER_CONNS], now,
+			   &srv->idle_since_ms))
+		return;
+	listener_on_accept(srv);
+	if (srv->users.total[USER_CONNS]) {
+		srv->idle_since_ms = 0;
+		return;
+	}
+	log_notice("no connection for %u s: exiting (--exit-idle)", srv->cfg->exit_idle_s);
+	srv->stopping = 1;
+}
+
 static void on_tick(struct server *srv)
 {
 	uint64_t v, now = cuflag_now_ms();
@@ -93,6 +111,7 @@ static void on_tick(struct server *srv)
 		malloc_trim(0);
 	}
 	sessions_expire_parked(srv);
+	exit_if_idle(srv, now);
 
 	/* Watchdog: ping only while the scanner makes passes or sits parked. */
 	if (srv->watchdog_usec && now - srv->last_ping_ms >= srv->watchdog_usec / 2000) {
@@ -233,6 +252,7 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	srv->cfg = cfg;
 	srv->ep = srv->listen_fd = srv->sig_fd = srv->timer_fd = -1;
 	srv->dp.fd = -1;
+	srv->user_lock_fd = -1;
 	srv->tag_listen.kind = EP_LISTEN;
 	srv->tag_signal.kind = EP_SIGNAL;
 	srv->tag_timer.kind = EP_TIMER;
@@ -278,11 +298,26 @@ int server_init(struct server *srv, const struct cuflagd_config *cfg)
 	return 0;
 }
 
+/* --ready-fd: whoever started the daemon learns that it serves (and, when
+ * the fd closes without it, that it failed to start). */
+static void tell_ready(const struct cuflagd_config *cfg)
+{
+	static const char ready[] = "READY=1\n";
+	int fd = (int)cfg->ready_fd;
+
+	if (cfg->ready_fd == READY_FD_NONE)
+		return;
+	if (write(fd, ready, sizeof(ready) - 1) != (ssize_t)sizeof(ready) - 1)
+		log_warn("--ready-fd %d: %s", fd, strerror(errno));
+	close(fd);
+}
+
 int server_run(struct server *srv)
 {
 	struct epoll_event ev[64];
 
 	notify_ready();
+	tell_ready(srv->cfg);
 	log_notice("ready: max %u clients x %u slots, spin %llu us, epoch %016llx",
 		   srv->cfg->max_clients, srv->cfg->slots_per_client,
 		   (unsigned long long)srv->cfg->spin_us, (unsigned long long)srv->epoch);
@@ -340,6 +375,7 @@ void server_fini(struct server *srv)
 	users_clear(&srv->users);
 	metrics_totals_free(&srv->totals);
 	listener_close(srv);
+	user_mode_fini(srv); /* after the socket went: the next daemon may start */
 	srv->sig_fd = safe_close(srv->sig_fd);
 	srv->timer_fd = safe_close(srv->timer_fd);
 	srv->ep = safe_close(srv->ep);

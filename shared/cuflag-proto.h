@@ -558,14 +558,19 @@ _Static_assert(offsetof(struct cuflag_msg_import, id) == 8, "import id");
 _Static_assert(offsetof(struct cuflag_msg_import, reserved) == 12, "import reserved");
 
 /* What a handle file holds, written once by the daemon that made it and
- * sealed (F_SEAL_WRITE, SHRINK, GROW, SEAL). */
+ * sealed (F_SEAL_WRITE, SHRINK, GROW, SEAL). A handle another kind of
+ * daemon made (node or a user's, or another user's) is refused on IMPORT
+ * with -EXDEV: exports do not cross daemons. */
+#define CUFLAG_HANDLE_USER 0x80000000u
 #define CUFLAG_HANDLE_MAGIC 0x58454c46u /* "FLEX" */
 struct cuflag_handle_record {
 	uint32_t magic;
 	uint16_t version;    /* CUFLAG_PROTO_VERSION */
 	uint16_t size;       /* bytes of this struct */
 	uint32_t slot;       /* the exporter's slot id */
-	uint32_t reserved;
+	uint32_t daemon;     /* who made it: 0 a node daemon, CUFLAG_HANDLE_USER | uid
+			      * the uid's own (cuflagd --user; daemons before it made
+			      * 0 only and refuse any other) */
 	uint64_t secret;     /* random */
 	uint64_t region_dev; /* the exporter's region file */
 	uint64_t region_ino;
@@ -573,6 +578,7 @@ struct cuflag_handle_record {
 _Static_assert(sizeof(struct cuflag_handle_record) == 40, "handle size");
 _Static_assert(offsetof(struct cuflag_handle_record, slot) == 8, "handle slot");
 _Static_assert(offsetof(struct cuflag_handle_record, secret) == 16, "handle secret");
+_Static_assert(offsetof(struct cuflag_handle_record, daemon) == 12, "handle daemon");
 _Static_assert(offsetof(struct cuflag_handle_record, region_dev) == 24, "handle dev");
 _Static_assert(offsetof(struct cuflag_handle_record, region_ino) == 32, "handle ino");
 

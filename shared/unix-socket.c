@@ -19,7 +19,7 @@
  * group a refusal named), so a hint handed out never changes or goes. */
 static __thread const char *denied;
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *kept[16];
+static char *kept[32];
 
 static void explain_denied(const char *path);
 
@@ -74,9 +74,7 @@ static int path_group(const char *path, gid_t *gid)
 	return 0;
 }
 
-/* text as kept for good: the same pointer for the same text; NULL once 16
- * are kept (the hint is then the general one). */
-static const char *keep(const char *text)
+const char *cuflag_hint_keep(const char *text)
 {
 	const char *found = NULL;
 	size_t i;
@@ -89,6 +87,16 @@ static const char *keep(const char *text)
 		found = kept[i] = strdup(text);
 	pthread_mutex_unlock(&kept_lock);
 	return found;
+}
+
+int cuflag_unix_path_group(const char *path, char *name, size_t n)
+{
+	gid_t gid;
+
+	if (path_group(path, &gid) < 0)
+		return -ENOENT;
+	cuflag_group_name(gid, name, n, NULL);
+	return 0;
 }
 
 static void explain_denied(const char *path)
@@ -117,7 +125,7 @@ static void explain_denied(const char *path)
 			 "gid %s, which has no name on this host: run with gid %s among the "
 			 "process's groups (in a pod: securityContext.supplementalGroups)",
 			 name, name);
-	denied = keep(text);
+	denied = cuflag_hint_keep(text);
 	errno = saved;
 }
 

@@ -5,6 +5,7 @@
 #ifndef CUFLAG_UNIX_SOCKET_H
 #define CUFLAG_UNIX_SOCKET_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 /*
@@ -22,6 +23,15 @@ int cuflag_unix_connect(const char *path, unsigned timeout_s);
  * path this thread was last refused, by name), or NULL when there is no
  * advice beyond strerror. The sentence is static: it never changes or goes. */
 const char *cuflag_unix_connect_hint(int err);
+
+/* text kept for the life of the process: the same pointer for the same
+ * text; NULL once 32 are kept. For hints that must never change or go. */
+const char *cuflag_hint_keep(const char *text);
+
+/* The name (or number) of the group of the socket at path or, where this
+ * process cannot reach it, of the nearest directory on its way it can see,
+ * into name (n bytes): 0, or -ENOENT when neither. */
+int cuflag_unix_path_group(const char *path, char *name, size_t n);
 
 /* The same, non-blocking and without timeouts: a listener whose backlog is
  * full fails it with -EAGAIN rather than make it wait. */
