@@ -10,6 +10,7 @@
 #include "exporter.h"
 #include "prom.h"
 #include "query.h"
+#include "reach.h"
 #include "report.h"
 #include "top.h"
 
@@ -21,7 +22,8 @@ static void usage(void)
 		"Usage: cuflagctl [--socket PATH] [--json] COMMAND\n"
 		"Ask a running cuflagd how it is doing.\n\n"
 		"Commands:\n"
-		"  status          version, uptime, slab backend, epoch, scanner, load\n"
+		"  status          which daemon (node or user, and why), version, uptime,\n"
+		"                  slab backend, epoch, scanner, load\n"
 		"  clients         one line per connected client\n"
 		"  stats           every counter the daemon keeps\n"
 		"  stuck           slots armed longer than the daemon's --stuck-ms\n"
@@ -29,7 +31,10 @@ static void usage(void)
 		"  top             a live view, one row per client (q quits)\n\n"
 		"Options:\n"
 		"  --socket PATH   the daemon's socket (default: $CUFLAG_SOCKET, else\n"
-		"                  " CUFLAG_DEFAULT_SOCKET ")\n"
+		"                  " CUFLAG_DEFAULT_SOCKET ", else, when no node daemon\n"
+		"                  serves this user, the user's own at\n"
+		"                  $XDG_RUNTIME_DIR/cuflag/cuflagd.sock or\n"
+		"                  /tmp/cuflag-UID/cuflagd.sock)\n"
 		"  --json          print one JSON object instead of a table\n"
 		"  --listen HOST:PORT\n"
 		"                  metrics: serve GET /metrics over HTTP there instead\n"
@@ -51,17 +56,38 @@ static int usage_error(const char *what, const char *word)
 	return EXIT_USAGE;
 }
 
-static int run_counters(struct ctl_conn *c, int json, int brief)
+/* Which daemon answered, and why that one: its own word (a daemon that
+ * says nothing of it is a node daemon), and how it was chosen. */
+static void which_daemon(struct ctl_conn *c, const struct ctl_reach *r, const char *named_by,
+			 struct ctl_which *w)
+{
+	uint32_t flags = 0;
+
+	if (ctl_daemon_flags(c, &flags))
+		c->why[0] = 0; /* not the command's error: STATS answered */
+	w->kind = flags & CUFLAG_METRICS_F_USER ? "user" : "node";
+	w->socket = r->path;
+	if (named_by)
+		snprintf(w->why, sizeof(w->why), "%s", named_by);
+	else
+		snprintf(w->why, sizeof(w->why), "%s", r->why);
+}
+
+static int run_counters(struct ctl_conn *c, int json, int brief, const struct ctl_reach *r,
+			const char *named_by)
 {
 	struct cuflag_msg_stats_reply st;
+	struct ctl_which w;
 	int rc = ctl_stats(c, &st);
 
 	if (rc)
 		return rc;
-	if (brief)
-		report_status(stdout, &st, json);
-	else
+	if (brief) {
+		which_daemon(c, r, named_by, &w);
+		report_status(stdout, &st, json, &w);
+	} else {
 		report_stats(stdout, &st, json);
+	}
 	return 0;
 }
 
@@ -116,7 +142,8 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, O_VERSION },
 		{ 0 },
 	};
-	const char *path = getenv(CUFLAG_SOCKET_ENV);
+	const char *path = getenv(CUFLAG_SOCKET_ENV), *named_by = NULL;
+	struct ctl_reach reach;
 	struct ctl_conn conn;
 	const char *cmd, *listen = NULL;
 	int c, json = 0, once = 0, rc;
@@ -125,6 +152,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case O_SOCKET:
 			path = optarg;
+			named_by = "--socket";
 			break;
 		case O_JSON:
 			json = 1;
@@ -154,8 +182,17 @@ int main(int argc, char **argv)
 	    strcmp(cmd, "stuck") && strcmp(cmd, "metrics") && strcmp(cmd, "top")) {
 		return usage_error("unknown command", cmd);
 	}
-	if (!path || !path[0])
-		path = CUFLAG_DEFAULT_SOCKET;
+	/* No socket named: the node daemon's, else the user's own. */
+	memset(&reach, 0, sizeof(reach));
+	if (path && path[0]) {
+		if (!named_by)
+			named_by = "$" CUFLAG_SOCKET_ENV;
+		snprintf(reach.path, sizeof(reach.path), "%s", path);
+	} else if (ctl_reach_choose(&reach)) {
+		fprintf(stderr, "cuflagctl: %s\n", reach.why);
+		return EXIT_DAEMON;
+	}
+	path = reach.path;
 	if (listen && strcmp(cmd, "metrics")) {
 		return usage_error("--listen goes with metrics", NULL);
 	}
@@ -174,9 +211,15 @@ int main(int argc, char **argv)
 		else if (!strcmp(cmd, "metrics"))
 			rc = run_metrics(&conn);
 		else
-			rc = run_counters(&conn, json, !strcmp(cmd, "status"));
+			rc = run_counters(&conn, json, !strcmp(cmd, "status"), &reach, named_by);
 	}
 	ctl_close(&conn);
+	if (rc && !named_by && reach.user && (rc == -ENOENT || rc == -ECONNREFUSED)) {
+		fprintf(stderr, "cuflagctl: %s: %s, and no user daemon at %s (%s): none runs; "
+			"any client of this user starts one, or: cuflagd --user &\n", cmd,
+			reach.why, reach.path, strerror(-rc));
+		return EXIT_DAEMON;
+	}
 	if (rc) {
 		fprintf(stderr, "cuflagctl: %s: %s\n", cmd, conn.why);
 		return EXIT_DAEMON;

@@ -216,6 +216,20 @@ int ctl_metrics(struct ctl_conn *c, struct ctl_metrics *out)
 	return rc;
 }
 
+int ctl_daemon_flags(struct ctl_conn *c, uint32_t *flags)
+{
+	struct metrics_room room = { 0 };
+	struct ctl_metrics m = { 0 };
+	uint32_t next = 0;
+	int rc = metrics_page(c, &m, 0, 0, &next, &room);
+
+	if (!rc && m.daemon.kind != CUFLAG_METRICS_DAEMON)
+		rc = fail(c, -EBADMSG, "METRICS without the daemon's record");
+	*flags = m.daemon.flags;
+	ctl_metrics_free(&m);
+	return rc;
+}
+
 void ctl_metrics_free(struct ctl_metrics *m)
 {
 	free(m->users);

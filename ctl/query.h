@@ -77,6 +77,10 @@ struct ctl_metrics {
  * ctl_stats(), and -ENOMEM.
  */
 int ctl_metrics(struct ctl_conn *c, struct ctl_metrics *out);
+
+/* The daemon's CUFLAG_METRICS_F_* flags (which kind of daemon it is), from
+ * the first METRICS page. Errors as ctl_metrics(). */
+int ctl_daemon_flags(struct ctl_conn *c, uint32_t *flags);
 void ctl_metrics_free(struct ctl_metrics *m);
 
 /*

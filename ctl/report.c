@@ -283,15 +283,19 @@ static void json_fields(struct json *j, const void *base, const struct field *fs
 }
 
 /* "label:   value" lines, the values lined up. */
+/* The brief (or every) field of base, one "label  value" line each, after
+ * the line of first (label, value) when it is not NULL. */
 static void print_pairs(FILE *f, const void *base, const struct field *fs, size_t n,
-			int brief_only)
+			int brief_only, const char *const first[2])
 {
-	int w = 0;
+	int w = first ? (int)strlen(first[0]) : 0;
 	char buf[VALUE_MAX];
 
 	for (size_t i = 0; i < n; i++)
 		if ((!brief_only || fs[i].brief) && (int)strlen(fs[i].label) > w)
 			w = (int)strlen(fs[i].label);
+	if (first)
+		fprintf(f, "%-*s  %s\n", w + 1, first[0], first[1]);
 	for (size_t i = 0; i < n; i++) {
 		if (brief_only && !fs[i].brief)
 			continue;
@@ -301,29 +305,40 @@ static void print_pairs(FILE *f, const void *base, const struct field *fs, size_
 }
 
 static void report_counters(FILE *f, const struct cuflag_msg_stats_reply *st, int json,
-			    int brief_only)
+			    int brief_only, const struct ctl_which *who)
 {
+	char line[sizeof(who->why) + 16];
 	struct json j;
 
 	if (!json) {
-		print_pairs(f, st, stats_fields, NFIELDS(stats_fields), brief_only);
+		if (who)
+			snprintf(line, sizeof(line), "%s%s%s%s", who->kind, who->why[0] ? " (" : "",
+				 who->why, who->why[0] ? ")" : "");
+		print_pairs(f, st, stats_fields, NFIELDS(stats_fields), brief_only,
+			    who ? (const char *const[2]){ "daemon", line } : NULL);
 		return;
 	}
 	json_init(&j, f);
 	json_object_begin(&j, NULL);
+	if (who) {
+		json_string(&j, "daemon", who->kind);
+		json_string(&j, "daemon_why", who->why);
+		json_string(&j, "socket", who->socket);
+	}
 	json_fields(&j, st, stats_fields, NFIELDS(stats_fields), brief_only);
 	json_object_end(&j);
 	json_finish(&j);
 }
 
-void report_status(FILE *f, const struct cuflag_msg_stats_reply *st, int json)
+void report_status(FILE *f, const struct cuflag_msg_stats_reply *st, int json,
+		   const struct ctl_which *who)
 {
-	report_counters(f, st, json, 1);
+	report_counters(f, st, json, 1, who);
 }
 
 void report_stats(FILE *f, const struct cuflag_msg_stats_reply *st, int json)
 {
-	report_counters(f, st, json, 0);
+	report_counters(f, st, json, 0, NULL);
 }
 
 /* One cell of a table, w wide: numbers to the right, texts to the left (the

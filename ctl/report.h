@@ -9,8 +9,18 @@
 #include "cuflag-proto.h"
 #include "query.h"
 
-/* The short view of the counters: version, uptime, backend, state, load. */
-void report_status(FILE *f, const struct cuflag_msg_stats_reply *st, int json);
+/* Which daemon was asked: "node" or "user", why that one ("" when there
+ * is nothing to say), and its socket. */
+struct ctl_which {
+	const char *kind;
+	char why[600];
+	const char *socket;
+};
+
+/* The short view of the counters: which daemon (who), version, uptime,
+ * backend, state, load. */
+void report_status(FILE *f, const struct cuflag_msg_stats_reply *st, int json,
+		   const struct ctl_which *who);
 /* Every counter of the STATS reply. */
 void report_stats(FILE *f, const struct cuflag_msg_stats_reply *st, int json);
 /* One row (or array element) per client, with who it is where known. */

@@ -204,7 +204,8 @@ static int emit_daemon(struct server *srv, struct session *s, struct answer *a,
 	daemon_totals_read(srv, &t);
 	d.kind = CUFLAG_METRICS_DAEMON;
 	d.flags = (srv->cfg->no_metrics ? 0 : CUFLAG_METRICS_F_TIMING) |
-		  (s->admin ? CUFLAG_METRICS_F_ALL : 0) | CUFLAG_METRICS_F_SCAN_TIMES;
+		  (s->admin ? CUFLAG_METRICS_F_ALL : 0) | CUFLAG_METRICS_F_SCAN_TIMES |
+		  (srv->cfg->user_mode ? CUFLAG_METRICS_F_USER : 0);
 	TOTALS_TO_RECORD(&d, &t);
 	d.stuck_ms = srv->cfg->stuck_ms;
 	d.connections = srv->users.total[USER_CONNS];

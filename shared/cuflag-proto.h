@@ -314,6 +314,8 @@ enum cuflag_metrics_kind {
 #define CUFLAG_METRICS_F_TIMING 1u     /* completions are timed (no --no-metrics) */
 #define CUFLAG_METRICS_F_SCAN_TIMES 2u /* wakeups and the *_ns times are kept */
 #define CUFLAG_METRICS_F_ALL 4u        /* the asker sees every client */
+#define CUFLAG_METRICS_F_USER 8u       /* a user's own daemon (cuflagd --user); older
+					* daemons never set it */
 
 struct cuflag_metrics_daemon {
 	uint32_t kind;          /* CUFLAG_METRICS_DAEMON */
