@@ -6,7 +6,9 @@
  * (penalty.h): a client that made every other one wait (a write it made
  * block, writes over its user's budget) does; one that only hurt itself (a
  * corrupted queue, a full counter) is just dropped. The scanner sets the
- * reason (scanner_set_broken), the main loop drops the client (server.c).
+ * reason (scanner_set_broken); the main loop, when it sees the scanner's
+ * count of broken clients move (server.c), has session.c drop each one
+ * (sessions_drop_broken), as it drops every session.
  */
 #ifndef CUFLAGD_BROKEN_H
 #define CUFLAGD_BROKEN_H
