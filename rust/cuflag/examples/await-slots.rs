@@ -19,7 +19,15 @@ const ROUNDS: usize = 1000;
 #[tokio::main]
 async fn main() -> cuflag::Result<()> {
     let socket = std::env::args().nth(1);
-    let client = cuflag::Client::connect(socket.as_deref())?;
+    // Display says which socket and what to do (the `?` of main would
+    // print the error's Debug form).
+    let client = match cuflag::Client::connect(socket.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("await-slots: {}", e);
+            std::process::exit(1);
+        }
+    };
     let slots: Vec<Arc<cuflag::Slot>> = client
         .acquire_many(TASKS)?
         .into_iter()

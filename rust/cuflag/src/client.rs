@@ -78,9 +78,10 @@ impl Client {
     /// user is cooling down), `ETIMEDOUT`, `EPROTO`, `ENOMEM`; `EINVAL` for
     /// a path with a NUL byte in it.
     pub fn connect(path: Option<&str>) -> Result<Client> {
+        let named = path;
         let path = match path {
             Some(p) => {
-                Some(CString::new(p).map_err(|_| Error::new(errno::EINVAL, "cuflag_connect"))?)
+                Some(CString::new(p).map_err(|_| Error::connect_failed(errno::EINVAL, named))?)
             }
             None => None,
         };
@@ -88,7 +89,9 @@ impl Client {
         let rc = unsafe {
             sys::cuflag_connect(path.as_ref().map_or(ptr::null(), |p| p.as_ptr()), &mut out)
         };
-        check(rc, "cuflag_connect")?;
+        if rc < 0 {
+            return Err(Error::connect_failed(-rc, named));
+        }
         let ptr = NonNull::new(out).expect("cuflag_connect succeeded without a client");
         Ok(Client::from_inner(Arc::new(Inner {
             ptr,

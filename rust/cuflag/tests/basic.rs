@@ -138,6 +138,27 @@ fn a_missing_socket_is_enoent() {
         "the library says what to do about ENOENT"
     );
     assert!(e.to_string().contains(e.hint().unwrap()), "{}", e);
+    // What a program prints says which socket and what to do, Display
+    // and Debug (what `main() -> Result` prints) alike.
+    assert_eq!(e.socket(), Some("/nonexistent/cuflagd.sock"));
+    assert!(
+        e.to_string()
+            .starts_with("cuflag_connect /nonexistent/cuflagd.sock: "),
+        "{}",
+        e
+    );
+    let debug = format!("{:?}", e);
+    assert!(debug.contains("/nonexistent/cuflagd.sock"), "{}", debug);
+    assert!(debug.contains(e.hint().unwrap()), "{}", debug);
+    // Another thread's failed connect leaves this error's hint as it was.
+    let hint = e.hint();
+    std::thread::spawn(|| Client::connect(Some("/nonexistent/dir/")).unwrap_err())
+        .join()
+        .unwrap();
+    assert_eq!(e.hint(), hint);
+    let long = "/nonexistent/".to_string() + &"x".repeat(200);
+    let cut = Client::connect(Some(&long)).unwrap_err();
+    assert!(cut.to_string().contains("xxx...: "), "{}", cut);
     let io: std::io::Error = e.into();
     assert_eq!(io.raw_os_error(), Some(errno::ENOENT));
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(e);
