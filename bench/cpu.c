@@ -8,8 +8,8 @@
  *   cuflagd         the real daemon, a separate process, scanning our region
  * Mechanisms take turns in blocks, so drifting background load hits all alike.
  * Then throughput (P processes x S slots through cuflagd), daemon CPU, and the
- * scanner's cost at paced loads (paced.c). The experiments behind the other
- * tables of docs/BENCHMARKS.md are programs of tests/perf/; two of them, the
+ * scanner's cost at paced loads (paced.c). The experiments behind the studies
+ * of docs/bench-log/ are programs of tests/perf/; two of them, the
  * scale run and the metrics' cost, can join this run (--scale, --metrics-cost).
  */
 #include <errno.h>

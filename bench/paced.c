@@ -37,7 +37,8 @@
  * wake and 5 us more, falling by a 64th a step), so that its stores land
  * when due however late this host's timer wakes; with a fixed lead the
  * stores of a timer later than it scattered by its lateness, and the
- * scanner, learning that spread, spun across it (docs/BENCHMARKS.md, "The
+ * scanner, learning that spread, spun across it
+ * (docs/bench-log/2026-12-01-scanner-cost-default-vs-spin.md, "The
  * simulated device was a late timer"). */
 #define PACED_LEAD_MIN_NS 15000u
 #define PACED_LEAD_MAX_NS 200000u

@@ -56,8 +56,9 @@ void idle_note_done_between(struct idle_state *st, uint64_t lo_ns, uint64_t hi_n
 	 * would end the naps through every arm that early until it left the
 	 * ring; a running low that fell halfway to such a one and rose by a
 	 * small fraction a completion (to stay near the quickest where
-	 * durations scatter) stayed down for hundreds of completions (docs/
-	 * BENCHMARKS.md, "The quickest lately, a quantile"). A duration known
+	 * durations scatter) stayed down for hundreds of completions
+	 * (docs/bench-log/2026-12-03-late-wake-timer-error-quantile.md). A
+	 * duration known
 	 * only within an interval says where the whole interval lies on one
 	 * side of the current value: at most its end below it, at least its
 	 * start above it; one that straddles it says nothing, and the current

@@ -82,11 +82,13 @@ struct idle_decision {
 #define IDLE_NAP_THROUGH_SPREAD 4u
 /* A shorter nap through an arm saves too little to risk seeing the arm's
  * work late: with arms a few us apart (the GPU bench's closed-loop streams)
- * shorter naps through them cost throughput (docs/BENCHMARKS.md). */
+ * shorter naps through them cost throughput
+ * (docs/bench-log/2026-12-01-scanner-cost-default-vs-spin.md). */
 #define IDLE_NAP_THROUGH_MIN_NS 25000u
 /* A wait up to this long ends about as late as the short waits of a busy
  * scanner; a longer one may end later: a CPU idle that long sleeps deeper
- * (docs/BENCHMARKS.md, "a long wait's lateness learned apart"). A long
+ * (docs/bench-log/2026-12-01-scanner-cost-default-vs-spin.md, "a long
+ * wait's lateness learned apart"). A long
  * wait then ends IDLE_APPROACH_NS and its own lateness early, and a short
  * one follows (two wake-ups, a short lead spun), where the long wait's
  * lateness exceeds the short ones' by more than IDLE_APPROACH_GAIN_NS (about
@@ -109,8 +111,7 @@ struct idle_decision {
  * waiter's own wake-up at these rates (the park's lateness is then no
  * tail of its own); on a virtual machine an arm's wake-up alone can take
  * longer than short work, and a bound of the work's length kept the nap
- * and its cost (docs/BENCHMARKS.md, "Paced GPU work on the H200: the
- * park's bound, measured"). */
+ * and its cost (docs/bench-log/2026-12-02-park-bound-paced-gpu-h200.md). */
 #define IDLE_PARK_GAP_NS 250000u
 #define IDLE_PARK_SPIN_MIN_NS 20000u
 #define IDLE_PARK_LATE_MAX_NS 50000u

@@ -40,7 +40,8 @@ struct slot_timing {
  * PREDICT_LATE_RING of them, whose 90th percentile is the lead. A quantile,
  * not the mean plus twice the deviation: timers on virtual machines are
  * mostly a few us late with a tail several times longer
- * (docs/BENCHMARKS.md), and a lead sized by the tail spins across it at
+ * (docs/bench-log/2026-12-02-tail-kept-default-lost.md), and a lead sized
+ * by the tail spins across it at
  * every wake, for the one wake in ten that the tail makes a little later. */
 #define PREDICT_LATE_RING 32u
 struct timer_lateness {
@@ -141,8 +142,9 @@ uint64_t predict_completed(struct slot_timing *t, uint64_t planned_ns, uint64_t 
  * mean). Learning the deadline instead taught a slot whose flags land on
  * time, after each wake that a CPU idle too long made late, that it had
  * come early by the wake's lateness, and its early spread grew with the
- * tail of the host's timer (docs/BENCHMARKS.md, "A late wake is the
- * timer's error"). now_ns where there was no such wait.
+ * tail of the host's timer
+ * (docs/bench-log/2026-12-03-late-wake-timer-error-quantile.md). now_ns
+ * where there was no such wait.
  */
 uint64_t predict_learn_at(const struct slot_timing *t, uint64_t planned_ns, uint64_t now_ns,
 			  uint64_t lead_ns);

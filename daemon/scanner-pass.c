@@ -276,10 +276,11 @@ static int pass(struct scanner *sc)
 	cold_sweep_slice(sc);
 	if (scan_pending(sc)) {
 		/* Whoever was just woken may have been put on this CPU: let
-		 * it run now instead of after our spin (see BENCHMARKS.md).
+		 * it run now instead of after our spin (see
+		 * docs/bench-log/2026-12-01-scanner-cost-default-vs-spin.md).
 		 * Only where CPUs are few: with many, the scheduler puts it
 		 * on an idle one, and the system call per pass only costs
-		 * throughput (BENCHMARKS.md, "GPU mode on an NVIDIA H200"). */
+		 * throughput (docs/bench-log/2026-11-30-gpu-mode-h200.md). */
 		if (sc->few_cpus)
 			sched_yield();
 		progress = 1;
@@ -304,8 +305,8 @@ static int pass(struct scanner *sc)
  * CPU that a woken thread was put on: the work being waited for may need
  * it: a thread woken onto the spinning scanner's CPU would wait a
  * scheduler slice, its work would land that late, and the scanner would
- * learn that spread and spin across it (BENCHMARKS.md, "The scanner's
- * cost"). The spinning scanner keeps its CPU: that is what it is for. */
+ * learn that spread and spin across it
+ * (docs/bench-log/2026-12-01-scanner-cost-default-vs-spin.md). The spinning scanner keeps its CPU: that is what it is for. */
 static void spin_once(struct scanner *sc)
 {
 	if (sc->few_cpus && sc->cfg.idle.mode == SCANNER_ADAPTIVE)

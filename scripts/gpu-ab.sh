@@ -2,7 +2,7 @@
 # gpu-ab.sh BASE: this tree's daemon against BASE's (a commit, or a source
 # tree's directory where there is no git history, as on a machine that got
 # a copy of the working tree: `git archive BASE | tar -x -C DIR`), on the same
-# machine in one go, as docs/BENCHMARKS.md's A/B sections were measured:
+# machine in one go, as the A/B studies of docs/bench-log/ were measured:
 # the scanner-cost rows (`cuflag-bench --mode cpu --no-scale
 # --no-scale-pending`, ROUNDS times each, the two daemons in turn), then the
 # GPU rows with the paced CPU rows (`--mode gpu`) for each, then the

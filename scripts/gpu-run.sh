@@ -1,5 +1,5 @@
 #!/bin/sh
-# The GPU run recorded in docs/gpu.md and docs/BENCHMARKS.md: build without
+# The GPU run recorded in docs/gpu.md and docs/bench-log/: build without
 # systemd and check (not on the GPU machine), run the gpu suite and the load
 # shapes, the demo on the GPU, the CPU bench's scanner-cost rows on this host,
 # the GPU bench against the default (adaptive) daemon and the spinning one,

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Every file the documentation names exists: README.md, docs/*.md and the man
-pages, checked for repository paths (daemon/scanner.c, docs/running.md,
-tests/perf/, bench/gpu-*.c, daemon/broken.[ch], a name:line, a program the
-build makes, as tests/perf/perf-scale), for documents named alone
-(BENCHMARKS.md) and for their Markdown links. A file moved or renamed without its mentions fails here.
+"""Every file the documentation names exists: README.md, the pages under docs/
+(of the dated log docs/bench-log/, its index only) and the man pages, checked
+for repository paths (daemon/scanner.c, docs/running.md, tests/perf/,
+bench/gpu-*.c, daemon/broken.[ch], a name:line, a program the build makes,
+as tests/perf/perf-scale), for documents named alone (BENCHMARKS.md) and for
+their Markdown links. A file moved or renamed without its mentions fails
+here.
     check-doc-paths.py SOURCE_ROOT
 """
 import glob
@@ -101,10 +103,13 @@ def names(root, rel):
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    docs = ["README.md"] + sorted(
+    # The dated log (docs/bench-log/) names what its day's tree held; only
+    # its index is held to today's.
+    pages = [p for p in glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True)
+             if os.path.relpath(p, root).split(os.sep)[:2] != ["docs", "bench-log"]]
+    docs = ["README.md", os.path.join("docs", "bench-log", "README.md")] + sorted(
         os.path.relpath(p, root)
-        for p in glob.glob(os.path.join(root, "docs", "*.md")) +
-        glob.glob(os.path.join(root, "man", "*.[1-8]")))
+        for p in pages + glob.glob(os.path.join(root, "man", "*.[1-8]")))
     missing = [(rel, n, path) for rel in docs for n, path in names(root, rel)
                if not exists(root, path)]
     for rel, n, path in missing:

@@ -8,7 +8,7 @@
  * after the first tenth: the spin before the flag (us a completion) and the
  * share of flags that landed while it was not looking (seen a sleep late).
  * Machine noise plays no part, so two trees' predictors compare exactly:
- * docs/BENCHMARKS.md, "The first spread".
+ * docs/bench-log/2026-12-02-first-spread-park-short-work.md.
  *
  * With --late-us M, the timer is late as a host's is: each wait for a look
  * ends M us late on average (exponentially, from 1 us), the lead is the

@@ -22,7 +22,7 @@
 //! driver's default of 8 hardware queues puts several streams on each, and
 //! a flag written after a kernel holds its queue until the kernel ends, so
 //! with more streams than queues a stream's kernel waits behind another's
-//! (docs/BENCHMARKS.md, "A Rust tokio server on an NVIDIA H200").
+//! (docs/bench-log/2026-12-01-rust-tokio-server-h200.md).
 
 #[path = "../tests/support/daemon.rs"]
 mod daemon;
