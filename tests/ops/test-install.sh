@@ -55,6 +55,15 @@ if [ -n "$service" ]; then
 		{ echo "cuflagd.service does not start $installed_daemon:"; grep ExecStart "$service"; fail=1; }
 	! grep -q '@[a-z_]*@' "$service" || { echo "cuflagd.service has unsubstituted @...@"; fail=1; }
 fi
+# The systemd --user units, starting the installed daemon with --user.
+for f in systemd/user/cuflagd.service systemd/user/cuflagd.socket; do
+	[ -n "$(find_one "$f")" ] || { echo "missing: */$f"; fail=1; }
+done
+user_service=$(find_one systemd/user/cuflagd.service)
+if [ -n "$user_service" ]; then
+	grep -qx "ExecStart=${sbindir#"$dest"}/cuflagd --user" "$user_service" ||
+		{ echo "the user's cuflagd.service does not start cuflagd --user:"; grep ExecStart "$user_service"; fail=1; }
+fi
 exporter=$(find_one systemd/system/cuflag-exporter.service)
 if [ -n "$exporter" ]; then
 	installed_ctl=${bindir#"$dest"}/cuflagctl

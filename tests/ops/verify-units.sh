@@ -37,6 +37,26 @@ if [ -n "$out" ]; then
 	exit 1
 fi
 
+# The systemd --user units, with ExecStart= at the built cuflagd too: they
+# start it with --user on the socket the library falls back to.
+daemon=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$units/cuflagd.service")
+mkdir "$tmp/user"
+sed "s|@sbindir@/cuflagd|$daemon|" "$snippets/user/cuflagd.service.in" >"$tmp/user/cuflagd.service"
+cp "$snippets/user/cuflagd.socket" "$tmp/user/"
+grep -qx "ExecStart=$daemon --user" "$tmp/user/cuflagd.service" ||
+	{ echo "the user's cuflagd.service does not run cuflagd --user"; exit 1; }
+grep -qx 'ListenSequentialPacket=%t/cuflag/cuflagd.sock' "$tmp/user/cuflagd.socket" ||
+	{ echo "the user's cuflagd.socket is not at %t/cuflag/cuflagd.sock"; exit 1; }
+# A user manager's runtime directory, as a login gives it (%t).
+mkdir -m 0700 "$tmp/xdg"
+out=$(XDG_RUNTIME_DIR=$tmp/xdg systemd-analyze --user verify "$man_opt" "$tmp/user/cuflagd.socket" \
+	"$tmp/user/cuflagd.service" 2>&1) || { echo "$out"; echo "systemd-analyze --user verify failed"; exit 1; }
+if [ -n "$out" ]; then
+	echo "$out"
+	echo "systemd-analyze --user verify complained"
+	exit 1
+fi
+
 # Exposure on systemd's 0-10 scale, times ten: at most 2.0 ("OK" or better).
 systemd-analyze security --offline=yes --threshold=20 "$units/cuflagd.service" >"$tmp/sec" 2>&1 \
 	|| { cat "$tmp/sec"; echo "cuflagd.service is less hardened than expected"; exit 1; }
