@@ -205,6 +205,10 @@ static int start(const char *dir, const char *sock, const char *reason, uint64_t
 	rc = p[0] < 0 || p[1] < 0 ? -EMFILE : spawn(exe, sock, p[1], log_fd, why, n);
 	safe_close(p[1]);
 	safe_close(log_fd);
+	if (rc == -ECONNREFUSED) {
+		size_t used = strlen(why);
+		snprintf(why + used, n - used, " (its log: %s/%s)", dir, CUFLAG_USER_LOG_NAME);
+	}
 	if (!rc) {
 		rc = wait_ready(p[0], end_ns);
 		if (rc == -ETIMEDOUT)

@@ -89,7 +89,18 @@ int cuflag__hello(struct cuflag_client *c, int sock, struct cuflag_msg_hello_rep
 		  const struct cuflag_daemon_page **dp, size_t *dp_size)
 {
 	uint32_t id;
-	int rc = cuflag__hello_send(c, sock, &id);
+	int rc = cuflag__hello_send(c, sock, &id), got;
 
-	return rc ? rc : cuflag__hello_recv(sock, id, r, dp, dp_size);
+	if (rc && rc != -EPIPE)
+		return rc;
+	/* A daemon that refused the connection at once (too many, or a
+	 * stranger to a user's own daemon) has closed it, maybe before our
+	 * HELLO went: its refusal may still wait to be read, and a reset seen
+	 * first (our HELLO unread there) does not hide it. */
+	got = cuflag__hello_recv(sock, id, r, dp, dp_size);
+	if (got == -ECONNRESET)
+		got = cuflag__hello_recv(sock, id, r, dp, dp_size);
+	if (rc && (got == -ENOTCONN || got == -ECONNRESET || got == 0))
+		return rc;
+	return got == -ECONNRESET ? -EPIPE : got;
 }

@@ -97,19 +97,24 @@ int cuflag_user_dir_check(const char *dir, int create, char *why, size_t n)
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
-		if (errno == ELOOP || (errno == ENOTDIR && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))) {
+		if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
 			snprintf(why, n, "%s is a symbolic link, not the user's own directory: "
 				 "remove it (rm %s) or set XDG_RUNTIME_DIR", dir, dir);
 			return -EPERM;
 		}
-		snprintf(why, n, "cannot open %s: %s", dir, strerror(errno));
-		return rc;
-	}
-	rc = fstat(fd, &st) < 0 ? -errno : 0;
-	close(fd);
-	if (rc) {
-		snprintf(why, n, "cannot look at %s: %s", dir, strerror(-rc));
-		return rc;
+		/* Another's, closed to us: say whose (what lstat says of it is
+		 * all that is needed to refuse it). */
+		if (rc != -EACCES || lstat(dir, &st) < 0 || !not_ours(&st)) {
+			snprintf(why, n, "cannot open %s: %s", dir, strerror(-rc));
+			return rc;
+		}
+	} else {
+		rc = fstat(fd, &st) < 0 ? -errno : 0;
+		close(fd);
+		if (rc) {
+			snprintf(why, n, "cannot look at %s: %s", dir, strerror(-rc));
+			return rc;
+		}
 	}
 	what = not_ours(&st);
 	if (!what)
