@@ -8,6 +8,7 @@ Slot.signal(stream) enqueues that store on the stream), and cuflagd wakes
 whoever waits for it: a blocking wait(), an asyncio wait_async(), or an
 event loop polling the slot's fd.
 
+    python3 quickstart.py     # the node's cuflagd, else this user's own
     CUFLAG_SOCKET=/tmp/cuflag.sock python3 quickstart.py
 """
 import asyncio
@@ -52,7 +53,8 @@ async def many_at_once(client, n):
 
 
 def main():
-    with cuflag.Client() as client:  # $CUFLAG_SOCKET, else /run/cuflagd/cuflagd.sock
+    # $CUFLAG_SOCKET, else the node's cuflagd, else this user's own (started on demand)
+    with cuflag.Client() as client:
         blocking(client)
         asyncio.run(many_at_once(client, 16))
     print("quickstart: ok")

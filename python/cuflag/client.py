@@ -86,7 +86,10 @@ class Client:
     """A connection to cuflagd and the region it shares with this process.
 
     ``socket_path`` (str, bytes or path-like) names the daemon's socket;
-    None means ``$CUFLAG_SOCKET``, else ``/run/cuflagd/cuflagd.sock``.
+    None means ``$CUFLAG_SOCKET``, else the node daemon at
+    ``/run/cuflagd/cuflagd.sock`` where it answers and lets this user in,
+    else the user's own at ``$XDG_RUNTIME_DIR/cuflag/cuflagd.sock``, which
+    the library starts when none runs (``CUFLAG_AUTOSPAWN=0``: it does not).
     Raises OSError on failure, naming the socket (``filename``) and saying
     what to do: FileNotFoundError or ConnectionRefusedError when no daemon
     listens there, PermissionError when the socket is not open to this user
