@@ -22,6 +22,10 @@ int bench_xproc_consumer(int argc, char **argv);
 void bench_idle_cpu(const struct bench_opts *o, struct bench_report *r,
 		    const struct daemon_proc *d);
 
+/* connect.c: connect-warm and connect-autospawn (cpu mode), in a runtime
+ * directory of their own with no node daemon; 0 or -1. */
+int bench_connect_run(const struct bench_opts *o, struct bench_report *r);
+
 /* paced.c: the scanner-cost rows (cpu mode), against a daemon of each
  * --scanner-mode spawned for them; 0 or -1. */
 int bench_paced_run(const struct bench_opts *o, struct bench_report *r);

@@ -11,6 +11,7 @@
  * scanner's cost at paced loads (paced.c). The experiments behind the studies
  * of docs/bench-log/ are programs of tests/perf/; two of them, the
  * scale run and the metrics' cost, can join this run (--scale, --metrics-cost).
+ * Last, the first connect's cost with the user's own daemon (connect.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -126,6 +127,8 @@ int bench_cpu_run(const struct bench_opts *o, struct bench_report *r)
 	if (o->metrics_cost && bench_metrics_cost(o, r))
 		failed = 1;
 	if (o->scale_pending && bench_scale_pending(o, r, BENCH_SCALE_PENDING_PROCS))
+		failed = 1;
+	if (!o->socket && bench_connect_run(o, r))
 		failed = 1;
 
 	bench_ratio_lat(r, "cuflagd_p50/eventfd-direct_p50", "cuflagd", "eventfd-direct", 0);

@@ -121,6 +121,14 @@ elif prog == "cuflag-bench":
     if not {"--no-scale-pending", "--socket"} & set(sys.argv) and \
             doc["config"]["iterations"] >= 100:
         assert doc["config"]["scale_pending"], doc["config"]
+    # The first connect: warm, and one that starts the user's own daemon,
+    # which then idles at next to no CPU (not judged: the machine's).
+    if "--socket" not in sys.argv:
+        for n, rounds in (("connect-warm", 100), ("connect-autospawn", 30)):
+            assert names[n]["n"] == rounds and names[n]["p50_us"] > 0, names[n]
+        ratio("connect-autospawn_p50/connect-warm_p50")
+        ratio("connect-autospawn_p99/connect-warm_p99")
+        assert doc["connect"]["started_daemon_idle_pct_core"] is not None, doc["connect"]
 elif prog == "perf-handoff":
     measured("cuflagd")
     # The handoff rows pin to two CPUs; with one they are there, unmeasured.

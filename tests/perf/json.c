@@ -151,6 +151,13 @@ void bench_print_json(const struct bench_report *cr)
 	}
 	fputs(", \"scale\": ", stdout);
 	put_scale(&r->scale);
+	if (r->connect_ran) {
+		fputs(", \"connect\": {\"started_daemon_idle_pct_core\": ", stdout);
+		put_num(r->connect_idle_pct);
+		fputs(", \"idle_seconds\": ", stdout);
+		put_num(r->connect_idle_pct < 0 ? -1 : r->connect_idle_s);
+		putchar('}');
+	}
 	fputs(", \"scanner_cost\": [", stdout);
 	for (int m = 0; r->have_paced && m < 2; m++)
 		for (int k = 0; k < BENCH_PACED_RATES; k++) {

@@ -103,6 +103,10 @@ struct bench_report {
 	struct bench_scale scale;
 	int have_paced;
 	struct bench_paced paced[2][BENCH_PACED_RATES];
+	/* The first connect (cuflag-bench's connect.c): a daemon it started,
+	 * idle with no client, in % of one core (< 0: not measured). */
+	int connect_ran;
+	double connect_idle_pct, connect_idle_s;
 };
 
 /* rows.c (percentiles: tests/percentile.c) */

@@ -119,6 +119,9 @@ void bench_print_text(const struct bench_report *cr)
 		print_scale(&r->scale);
 	if (r->have_paced)
 		print_paced(r);
+	if (r->connect_ran && r->connect_idle_pct >= 0)
+		printf("\nA started user daemon, no client: %.2f%% of a core over %.1f s\n",
+		       r->connect_idle_pct, r->connect_idle_s);
 	printf("\nRatios\n");
 	for (size_t i = 0; i < r->nratios; i++) {
 		if (r->ratios[i].value >= 0)
