@@ -21,6 +21,7 @@ OUT=${OUT:-$PWD/serve-bench-logs}
 BUILD=${BUILD:-build-serve}
 ROUNDS=${ROUNDS:-5}
 DEVICE=${DEVICE:-gpu}
+PYTHON=${PYTHON:-python3}
 COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 mkdir -p "$OUT"
 SOCK=/tmp/cuflag-serve-bench.sock
@@ -33,13 +34,13 @@ rm -f $SOCK
 "$BUILD/daemon/cuflagd" --socket $SOCK --log-level warning 2>"$OUT/cuflagd.log" &
 d=$!
 for i in $(seq 50); do [ -S $SOCK ] && break; sleep 0.1; done
-python3 bench/serve/serve_bench.py --device "$DEVICE" --rounds "$ROUNDS" --commit "$COMMIT" \
+"$PYTHON" bench/serve/serve_bench.py --device "$DEVICE" --rounds "$ROUNDS" --commit "$COMMIT" \
 	--json "$OUT/serve.json" ${SERVE_ARGS:-} >"$OUT/serve.txt" 2>&1
 rc=$?
 echo "serve bench: $rc"
 modes="--mode asyncio --mode gpu-wait --mode ipc-event --mode ipc-poll --mode poll-byte"
 [ "$DEVICE" = sim ] && modes="--mode asyncio --mode poll-byte"
-timeout 120 python3 examples/python/pipeline.py --device "$DEVICE" $modes --rounds "$ROUNDS" \
+timeout 120 "$PYTHON" examples/python/pipeline.py --device "$DEVICE" $modes --rounds "$ROUNDS" \
 	--handoffs "${HANDOFFS:-300}" --commit "$COMMIT" --json "$OUT/pipeline.json" \
 	>"$OUT/pipeline.txt" 2>&1
 prc=$?

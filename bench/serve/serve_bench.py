@@ -73,6 +73,8 @@ class Server:
         os.kill(self.proc.pid, signal.SIGCONT)
 
     def stop(self):
+        if self.proc.poll() is not None:
+            return
         self.resume()
         self.proc.terminate()
         try:

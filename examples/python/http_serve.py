@@ -312,38 +312,6 @@ def gpu_pool(args):
 
 # ---- the ways to wait ----
 
-class Poller:
-    """The polling scheduler: one task that looks at every pending request
-    and yields to the loop in between, for as long as the server runs."""
-
-    def __init__(self):
-        self.pending = []
-        self.running = True
-        self.task = asyncio.get_running_loop().create_task(self.run())
-
-    async def run(self):
-        while self.running:
-            if self.pending:
-                still = []
-                for entry, fut in self.pending:
-                    if entry.query():
-                        fut.set_result(None)
-                    else:
-                        still.append((entry, fut))
-                self.pending = still
-            await asyncio.sleep(0)
-
-    async def wait(self, entry):
-        entry.record()
-        fut = asyncio.get_running_loop().create_future()
-        self.pending.append((entry, fut))
-        await fut
-
-    async def stop(self):
-        self.running = False
-        await self.task
-
-
 def waiter(mode, client):
     """The coroutine function that waits for an entry's submitted work."""
     loop = asyncio.get_running_loop()
@@ -352,10 +320,17 @@ def waiter(mode, client):
     if mode == "to_thread":
         return lambda entry: asyncio.to_thread(entry.synchronize)
     if mode == "poll":
-        poller = Poller()
+        # serve.py's polling scheduler: one task that looks at every pending
+        # request's query() and yields to the loop in between, for as long
+        # as the server runs.
+        from serve import Poller
+        poller = Poller(None)
 
         async def poll(entry):
-            await poller.wait(entry)
+            entry.record()
+            fut = loop.create_future()
+            poller.pending.append((entry, fut))
+            await fut
         poll.poller = poller  # stopped with the server
         return poll
     if mode == "block":

@@ -37,6 +37,16 @@ def percentile(sorted_values, q):
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
+async def fetch(session, url):
+    """One request: whether it was answered 200."""
+    try:
+        async with session.get(url) as resp:
+            await resp.read()
+            return resp.status == 200
+    except FAILS:
+        return False
+
+
 async def closed_loop(session, url, concurrency, begin, t0, t1):
     """concurrency connections, each sending as soon as its answer is in."""
     latencies, errors = [], 0
@@ -47,12 +57,7 @@ async def closed_loop(session, url, concurrency, begin, t0, t1):
             start = time.monotonic()
             if start >= t1:
                 return
-            try:
-                async with session.get(url) as resp:
-                    await resp.read()
-                    ok = resp.status == 200
-            except FAILS:
-                ok = False
+            ok = await fetch(session, url)
             end = time.monotonic()
             if start >= t0 and end <= t1:
                 latencies.append(end - start)
@@ -71,12 +76,7 @@ async def open_loop(session, url, rate, begin, t0, t1, seed):
 
     async def one(due):
         nonlocal errors
-        try:
-            async with session.get(url) as resp:
-                await resp.read()
-                ok = resp.status == 200
-        except FAILS:
-            ok = False
+        ok = await fetch(session, url)
         end = time.monotonic()
         if t0 <= due < t1:
             latencies.append(end - due)

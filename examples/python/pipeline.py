@@ -43,7 +43,6 @@ GPU and say so without one (exit 77).
 import argparse
 import asyncio
 import ctypes
-import glob
 import json
 import mmap
 import os
@@ -55,6 +54,7 @@ import threading
 import time
 
 import cuflag
+from serve import cpu_seconds, daemon_pid, percentile
 
 SKIP = 77
 MODES = ("asyncio", "gpu-wait", "ipc-event", "ipc-poll", "poll-byte")
@@ -74,32 +74,6 @@ def send(chan, what, n=0, value=0):
 def unpack(msg):
     what, n, value = MSG.unpack(msg)
     return what.rstrip(b"\0").decode(), n, value
-
-
-def percentile(sorted_values, q):
-    if not sorted_values:
-        return float("nan")
-    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
-
-
-def cpu_seconds(pid):
-    """CPU time of every thread of pid (schedstat: nanoseconds on a CPU)."""
-    total = 0
-    for f in glob.glob(f"/proc/{pid}/task/*/schedstat"):
-        try:
-            with open(f) as fh:
-                total += int(fh.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass  # a thread that ended meanwhile
-    return total / 1e9
-
-
-def daemon_pid(path):
-    """cuflagd's pid, from its socket's peer credentials."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
-        s.connect(path)
-        creds = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[0]
 
 
 # ---- the GPU: CuPy, and the two driver calls CuPy does not make ----
