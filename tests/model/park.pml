@@ -1,6 +1,7 @@
 /*
- * The scanner's park against clients' arms (docs/architecture.md, "Data
- * flow" step 5): no arm is ever left in a queue while the scanner sleeps.
+ * The scanner's park against clients' arms (docs/design/state-machines.md,
+ * "SPINNING and PARKED"): no arm is ever left in a queue while the scanner
+ * sleeps.
  *
  * Each client: append an arm (tail++), full fence, read the scanner state,
  * write its own wake eventfd only if it read PARKED. The scanner: drain every
