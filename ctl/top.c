@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "top.h"
+#include "top-rates.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,9 +28,10 @@ struct layout {
 	int comm, unit;
 };
 
+/* One look at the daemon: its counters and, in the same record, its
+ * uptime when it took them (what every rate is measured by). */
 struct frame {
 	struct ctl_metrics m;
-	uint64_t at_ns; /* when it was taken */
 };
 
 static volatile sig_atomic_t quit;
@@ -50,7 +52,6 @@ static int take(const char *path, struct frame *f)
 	if (rc)
 		fprintf(stderr, "cuflagctl: top: %s\n", c.why);
 	ctl_close(&c);
-	f->at_ns = cuflag_now_ns();
 	return rc;
 }
 
@@ -149,17 +150,16 @@ static struct layout fit(size_t cols)
 static void header(FILE *out, const struct layout *l, const struct frame *prev,
 		   const struct frame *cur)
 {
-	const struct cuflag_metrics_daemon *d = &cur->m.daemon, *p = prev ? &prev->m.daemon : NULL;
-	double dt = prev ? (double)(cur->at_ns - prev->at_ns) / 1e9 : 0;
+	const struct cuflag_metrics_daemon *d = &cur->m.daemon;
 	char arms[16] = "-", done[16] = "-", wakes[16] = "-", cpu[16] = "-";
 	uint64_t up = d->uptime_ms / 1000;
+	struct top_rates r = prev ? top_rates(&prev->m.daemon, d) : (struct top_rates){ 0 };
 
-	if (p && dt > 0) {
-		fmt_rate(arms, sizeof(arms), (double)(d->armed - p->armed) / dt);
-		fmt_rate(done, sizeof(done), (double)(d->completions - p->completions) / dt);
-		fmt_rate(wakes, sizeof(wakes), (double)(d->wakes - p->wakes) / dt);
-		snprintf(cpu, sizeof(cpu), "%.1f%%",
-			 (double)(d->scanner_cpu_ns - p->scanner_cpu_ns) / 1e9 / dt * 100);
+	if (r.valid) {
+		fmt_rate(arms, sizeof(arms), r.arms);
+		fmt_rate(done, sizeof(done), r.done);
+		fmt_rate(wakes, sizeof(wakes), r.wakes);
+		snprintf(cpu, sizeof(cpu), "%.1f%%", r.cpu_pct);
 	}
 	line(out, l, "cuflagd  up %" PRIu64 "h%02" PRIu64 "m%02" PRIu64 "s  clients %u  slots %u"
 		"  in flight %u  stuck %u",
@@ -176,7 +176,8 @@ static void draw(FILE *out, const struct frame *prev, const struct frame *cur, s
 {
 	const struct layout l = fit(cols);
 	const struct ctl_metrics *m = &cur->m;
-	double dt = prev ? (double)(cur->at_ns - prev->at_ns) / 1e9 : 0;
+	struct top_rates rates = prev ? top_rates(&prev->m.daemon, &m->daemon)
+				      : (struct top_rates){ 0 };
 	struct row *r = calloc(m->nclients ? m->nclients : 1, sizeof(*r));
 	size_t n = m->nclients;
 
@@ -191,7 +192,9 @@ static void draw(FILE *out, const struct frame *prev, const struct frame *cur, s
 		const struct cuflag_metrics_client *o = prev ? find(&prev->m, m->clients[i].client_id)
 							    : NULL;
 		r[i].c = &m->clients[i];
-		r[i].done_s = o && dt > 0 ? (double)(r[i].c->completions - o->completions) / dt : 0;
+		r[i].done_s = o && rates.valid ? top_rate(o->completions, r[i].c->completions,
+							  rates.seconds)
+					       : 0;
 	}
 	qsort(r, n, sizeof(*r), by_rate);
 	if (rows && n > rows)
@@ -201,7 +204,7 @@ static void draw(FILE *out, const struct frame *prev, const struct frame *cur, s
 		char where[16], rate[16], p50[16], p99[16];
 
 		fmt_where(where, sizeof(where), c);
-		if (prev)
+		if (rates.valid)
 			fmt_rate(rate, sizeof(rate), r[i].done_s);
 		else
 			snprintf(rate, sizeof(rate), "-");
@@ -317,6 +320,10 @@ int top_run(const char *path, int once)
 		fputs("\033[H\033[2J", stdout);
 		draw(stdout, prev, cur, term_rows(), term_cols());
 		fflush(stdout);
+		/* A frame drawn early (a key) measures the next one from the
+		 * older baseline, never over a few milliseconds. */
+		if (!top_next_baseline(&prev->m.daemon, &cur->m.daemon))
+			continue;
 		t = prev;
 		prev = cur;
 		cur = t;
