@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 need_packages meson ninja-build gcc pkg-config check libsystemd-dev python3 valgrind \
 	libuv1-dev systemd man-db spin g++ binutils debootstrap systemd-container \
 	python3-yaml librust-tokio-dev python3-venv python3-setuptools \
-	python3-wheel prometheus tmux buildah podman catatonit python3-aiohttp wrk
+	python3-wheel prometheus tmux buildah podman catatonit python3-aiohttp python3-uvloop wrk
 # The Rust crate builds with whatever cargo is on the PATH (Debian's where
 # there is none), from Debian's packaged crates.
 command -v cargo >/dev/null || need_packages cargo

@@ -6,7 +6,8 @@ the server's counts exact (requests started = answered = completions
 cuflagd signalled; within wrk's count and its connections in flight when it
 stopped; exactly 100 more after 100 requests of our own), and its CPU idle
 once the load is gone. Then each other mode, under wrk for a second, every
-request answered. Exit 77 without wrk or aiohttp."""
+request answered, and mode cuflag on uvloop where it is installed. Exit 77
+without wrk or aiohttp."""
 
 import json
 import os
@@ -41,9 +42,9 @@ def cpu_seconds(pid):
 
 
 class Server:
-    def __init__(self, mode):
+    def __init__(self, mode, loop="asyncio"):
         self.proc = subprocess.Popen([sys.executable, SERVE, "--device", "sim", "--mode", mode,
-                                      "--port", "0", "--streams", "8"],
+                                      "--loop", loop, "--port", "0", "--streams", "8"],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on (http://[\d.]+:\d+/)", line)
@@ -128,14 +129,22 @@ def main():
     print(f"cuflag: {n} requests under wrk, {t['answered']} answered and signalled, "
           f"idle CPU {idle * 100:.2f} % of a core; {out.strip()}", flush=True)
 
-    for mode in ("to_thread", "poll", "block", "hostfunc"):
-        server = Server(mode)
+    runs = [(mode, "asyncio") for mode in ("to_thread", "poll", "block", "hostfunc")]
+    try:
+        import uvloop  # noqa: F401
+        runs.append(("cuflag", "uvloop"))
+    except ImportError:
+        print("test_http_serve: no uvloop here (python3-uvloop): --loop uvloop not tried")
+    for mode, loop in runs:
+        server = Server(mode, loop)
         n = wrk(server.url, 1)
         s = settled(server, n)
         if not (s["started"] == s["answered"] and n <= s["answered"] <= n + CONNECTIONS):
-            fail(f"{mode}: wrk counted {n}, the server {s}")
+            fail(f"{mode} on {loop}: wrk counted {n}, the server {s}")
+        if s.get("signalled", s["answered"]) != s["answered"]:
+            fail(f"{mode} on {loop}: {s['answered']} answered, {s['signalled']} signalled")
         server.stop()
-        print(f"{mode}: {n} requests under wrk, {s['answered']} answered", flush=True)
+        print(f"{mode} on {loop}: {n} requests under wrk, {s['answered']} answered", flush=True)
     print("test_http_serve: ok")
     return 0
 
