@@ -104,6 +104,10 @@ int listener_open(struct server *srv)
 			log_err("cannot make the passed socket non-blocking: %s", strerror(errno));
 			return -errno;
 		}
+		/* --user on a socket its user manager passed (systemd/user/):
+		 * this uid only, as on a socket of its own. */
+		if (cfg->user_mode)
+			srv->own_uid = geteuid();
 		log_info("using the socket passed by the service manager%s",
 			 cfg->socket_gid >= 0 ? " (its unit sets the group and mode: "
 						"--socket-group ignored)" : "");
