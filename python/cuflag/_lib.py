@@ -166,15 +166,18 @@ def cuda_check(rc):
 
 def connect_error(rc, path):
     """The exception for cuflag_connect()'s negative errno rc on the socket
-    path (bytes, or None for the library's default): it names the socket and
-    says what to do (the library's cuflag_connect_hint())."""
+    path (bytes, or None for the library's default): it names the socket
+    (its filename; with none named, the library's words name each socket it
+    tried: the node daemon's, then the user's) and says what to do (the
+    library's cuflag_connect_hint())."""
     if path is None:
-        path = os.environb.get(b"CUFLAG_SOCKET") or b"/run/cuflagd/cuflagd.sock"
+        path = os.environb.get(b"CUFLAG_SOCKET") or None
     hint = lib().cuflag_connect_hint(rc)
     message = os.strerror(-rc) + (": " + hint.decode() if hint else "")
+    args = (-rc, message) if path is None else (-rc, message, os.fsdecode(path))
     if -rc == errno.ENOTCONN:
-        return ConnectionError(-rc, message, os.fsdecode(path))
-    return OSError(-rc, message, os.fsdecode(path))
+        return ConnectionError(*args)
+    return OSError(*args)
 
 
 def u32(what, value):

@@ -90,8 +90,8 @@ class Client:
     ``/run/cuflagd/cuflagd.sock`` where it answers and lets this user in,
     else the user's own at ``$XDG_RUNTIME_DIR/cuflag/cuflagd.sock``, which
     the library starts when none runs (``CUFLAG_AUTOSPAWN=0``: it does not).
-    Raises OSError on failure, naming the socket (``filename``) and saying
-    what to do: FileNotFoundError or ConnectionRefusedError when no daemon
+    Raises OSError on failure, naming the socket (``filename``, when one was
+    named; else the message names each socket tried) and saying what to do: FileNotFoundError or ConnectionRefusedError when no daemon
     listens there, PermissionError when the socket is not open to this user
     (join the socket's group: ``cuflag`` as the packages set it up), OSError
     with errno ENOTSOCK when the path names a directory or a file, not the

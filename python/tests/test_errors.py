@@ -183,6 +183,25 @@ class ErrorTest(DaemonTestCase):
             with self.assertRaises(ValueError):
                 use()
 
+    def test_no_daemon_anywhere(self):
+        # No socket named, no node daemon, the user's own not to be started:
+        # the error names both sockets and says what to do.
+        runtime = os.path.join(self.daemon.dir, "run-user")
+        os.mkdir(runtime, 0o700)
+        node = os.path.join(self.daemon.dir, "no-node.sock")
+        env = dict(os.environ, CUFLAG_NODE_SOCKET=node, XDG_RUNTIME_DIR=runtime,
+                   CUFLAG_AUTOSPAWN="0")
+        env.pop("CUFLAG_SOCKET", None)
+        code = ("import cuflag\ntry:\n cuflag.Client()\nexcept OSError as e:\n"
+                " print(type(e).__name__, e.filename)\n print(e)")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True)
+        first, message = out.stdout.splitlines()
+        self.assertEqual(first, "FileNotFoundError None")
+        self.assertIn(f"no node daemon at {node}", message)
+        self.assertIn(os.path.join(runtime, "cuflag", "cuflagd.sock"), message)
+        self.assertIn("CUFLAG_AUTOSPAWN=0", message)
+
     def test_library_not_found(self):
         absent = os.path.join(self.daemon.dir, "absent.so")
         env = dict(os.environ, CUFLAG_LIBRARY=absent)
