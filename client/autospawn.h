@@ -12,10 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Environment: the daemon binary to start; "0" turns starting off. */
-#define CUFLAG_DAEMON_ENV "CUFLAGD"
-#define CUFLAG_AUTOSPAWN_ENV "CUFLAG_AUTOSPAWN"
-
 /* How long a connect that starts the daemon may take, all told. */
 #define AUTOSPAWN_TIMEOUT_MS 5000
 

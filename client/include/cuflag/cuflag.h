@@ -66,17 +66,39 @@ struct cuflag_completion {
 #define CUFLAG_SOCKET_ENV "CUFLAG_SOCKET"
 /** The socket cuflagd listens on when started by systemd. */
 #define CUFLAG_DEFAULT_SOCKET "/run/cuflagd/cuflagd.sock"
+/** Environment variable naming the cuflagd binary the library starts as the
+ *  user's own daemon, and the one that turns that start off when "0". */
+#define CUFLAG_DAEMON_ENV "CUFLAGD"
+#define CUFLAG_AUTOSPAWN_ENV "CUFLAG_AUTOSPAWN"
 /** How long a call that needs the daemon waits for it to come back after a
  *  restart, by default (cuflag_client_set_resume_timeout()). */
 #define CUFLAG_RESUME_TIMEOUT_MS 30000
 
 /**
  * cuflag_connect() - connect to cuflagd and map this client's region.
- * @socket_path: the daemon's socket; NULL means $CUFLAG_SOCKET, else
- *               CUFLAG_DEFAULT_SOCKET.
+ * @socket_path: the daemon's socket; NULL means $CUFLAG_SOCKET (that one
+ *               and no other), else the node daemon's CUFLAG_DEFAULT_SOCKET
+ *               or, when no daemon is there or this user may not use it (not
+ *               in its group), the user's own daemon (below).
  * @out: the new client, on success.
  *
- * Return: 0, or -ENOENT / -ECONNREFUSED (no daemon there), -ENOTSOCK (the
+ * The user's own daemon listens at $XDG_RUNTIME_DIR/cuflag/cuflagd.sock, or
+ * /tmp/cuflag-UID/cuflagd.sock when XDG_RUNTIME_DIR is unset; that
+ * directory must be the user's, mode 0700 (made so when missing, never
+ * followed through a symbolic link). When none listens there the library
+ * starts one (cuflagd --user, found at $CUFLAGD, else beside this library,
+ * else at its install path; processes that connect at once start one
+ * between them, waiting for it at most 5 s), unless $CUFLAG_AUTOSPAWN is 0.
+ * A client of the user's daemon that finds it gone (it exited when idle, or
+ * was killed) starts it again when it resumes. cuflag_connect_hint() then
+ * says, for any error, which sockets were tried, the binary looked for and
+ * what to run.
+ *
+ * Return: 0, or -ENOENT / -ECONNREFUSED (no daemon there; with NULL: none
+ * there nor at the user's socket, and none could be started: starting is
+ * off, no binary was found, or the one started exited), -EPERM (with NULL:
+ * the user's directory is a symbolic link, another user's, or open to
+ * others), -ENOTSOCK (the
  * path names a directory or a file, not the socket itself, such as
  * CUFLAG_DEFAULT_SOCKET), -EACCES (not allowed to use the socket or to enter
  * its directory: join the socket's group, cuflag where systemd or the
@@ -100,7 +122,10 @@ CUFLAG_API int cuflag_connect(const char *socket_path, cuflag_client **out);
  * a program to print after strerror(-@err) and the socket's path (the library
  * prints nothing itself): for -EACCES to join the socket's group, for -ENOENT
  * or -ECONNREFUSED to start cuflagd or set CUFLAG_SOCKET, for -ENOTSOCK to name
- * the socket, not its directory.
+ * the socket, not its directory. After this thread's cuflag_connect(NULL)
+ * failed with @err: one line naming the node daemon's socket and why it did
+ * not serve, the user's socket, the binary looked for and the command that
+ * fixes it.
  * Return: a sentence true of this host (static: it never changes or goes), or NULL.
  */
 CUFLAG_API const char *cuflag_connect_hint(int err);
@@ -530,7 +555,10 @@ CUFLAG_API int cuflag_slot_export(cuflag_slot *s, int *fd);
  * consumed, consume and wait return -EPIPE (within a second). Release it
  * with cuflag_slot_release().
  * Return: 0, -EINVAL (NULL, or @fd is not a live handle of this daemon's:
- * another file, or the exporter's slot is gone), -EBADF (@fd is not open),
+ * another file, or the exporter's slot is gone), -EXDEV (@fd is a handle of
+ * another daemon's: the node daemon's and a user's own, or two users' own,
+ * share no exports; connect both processes to the same daemon), -EBADF (@fd
+ * is not open),
  * -ENOSPC (the client holds slots-per-client slots), -EDQUOT or -EMFILE
  * (the user's fd quota or share), -ECHILD, -ENOMEM, -ENOTCONN, or another
  * negative errno of the connection.
