@@ -166,8 +166,10 @@ static int connect_once(const char *socket_path, struct cuflag_reach *reach, cuf
 	pthread_mutex_init(&c->dispatch_lock, NULL);
 	c->sock = sock;
 	rc = cuflag__hello(c, c->sock, &r, &c->dpage, &c->dpage_size);
-	if (rc)
+	if (rc) {
+		cuflag__reach_refused(reach->path, rc);
 		goto fail;
+	}
 	c->epoch = r.epoch;
 	c->slab = (int)r.slab;
 	rc = make_region(c, &r);

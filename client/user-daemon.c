@@ -27,6 +27,18 @@ const char *cuflag__reach_hint(int err)
 	return err && err == hint_err ? hint_text : NULL;
 }
 
+void cuflag__reach_refused(const char *path, int err)
+{
+	char text[300];
+
+	if (err != -EACCES)
+		return;
+	snprintf(text, sizeof(text), "the daemon at %s refused this user: it is another user's "
+		 "own daemon (cuflagd --user serves its own uid only); use your own, or the node "
+		 "daemon", path);
+	(void)failed(err, text);
+}
+
 /* The user's own daemon, when the node daemon does not serve us (why_node
  * says why). */
 static int reach_user(const char *why_node, struct cuflag_reach *r)

@@ -29,6 +29,10 @@ int cuflag__reach_connect(const char *socket_path, struct cuflag_reach *r);
  * NULL. */
 const char *cuflag__reach_hint(int err);
 
+/* The daemon at path refused this process at HELLO with err: when that is
+ * -EACCES, the thread's hint says it serves another user only. */
+void cuflag__reach_refused(const char *path, int err);
+
 /*
  * Connect again for a resume, to the same socket (non-blocking without
  * reply timeouts when nonblock is set); a user's own daemon gone is

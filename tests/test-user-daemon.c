@@ -526,6 +526,7 @@ TEST(other_users_kept_out)
 	/* Root passes the directory's mode; the daemon itself refuses it. */
 	rc = cuflag_connect(u.sock, &c);
 	CHECK_MSG(rc == -EACCES, "root connecting to a user's daemon: %d", rc);
+	CHECK(strstr(cuflag_connect_hint(rc), "another user's own daemon"));
 	CHECK(kill(*daemon, 0) == 0);
 	close(hold[1]);
 	close(up[0]);
@@ -606,6 +607,47 @@ TEST(sigkill_under_load_counts_exact)
 	CHECK(log_count(&u, "started by pid") == 2);
 	for (int i = 0; i < SLOTS; i++)
 		cuflag_slot_release(s[i]);
+	cuflag_disconnect(c);
+	stop(second);
+	ud_remove(&u);
+}
+
+/* A client an event loop drives (cuflag_client_dispatch() alone) starts
+ * its user daemon again too, and counts what completed meanwhile. */
+TEST(dispatch_starts_it_again)
+{
+	cuflag_client *c;
+	cuflag_slot *s;
+	pid_t first, second;
+	uint64_t n = 0, end;
+	struct ud u;
+	uint32_t t;
+
+	ud_setup(&u, -1, geteuid());
+	CHECK_RC(cuflag_connect(NULL, &c));
+	first = daemon_of(c);
+	CHECK_RC(cuflag_slot_acquire(c, &s));
+	struct pollfd p[2] = { { .fd = cuflag_client_dispatch_fd(c), .events = POLLIN },
+			       { .fd = cuflag_slot_fd(s), .events = POLLIN } };
+	CHECK(p[0].fd >= 0);
+	CHECK_RC(cuflag_slot_arm(s, &t));
+	CHECK(kill(first, SIGKILL) == 0);
+	CHECK(reap(first, 5000) == 128 + SIGKILL);
+	sim_store(cuflag_slot_flag(s), t); /* while none runs */
+	end = cuflag_now_ms() + 10000;
+	while (!n && cuflag_now_ms() < end) {
+		int timeout;
+		CHECK_RC(cuflag_client_dispatch_timeout(c, &timeout));
+		CHECK(poll(p, 2, timeout < 0 || timeout > 20 ? 20 : timeout) >= 0);
+		(void)cuflag_client_dispatch(c);
+		if (cuflag_slot_consume(s, &n))
+			n = 0;
+	}
+	CHECK_MSG(n == 1, "%llu completions after the dispatch's resume", (unsigned long long)n);
+	second = daemon_of(c);
+	CHECK(second != first);
+	CHECK(log_count(&u, "a client resumes") == 1);
+	cuflag_slot_release(s);
 	cuflag_disconnect(c);
 	stop(second);
 	ud_remove(&u);

@@ -98,11 +98,11 @@ struct cuflag_completion {
  * there nor at the user's socket, and none could be started: starting is
  * off, no binary was found, or the one started exited), -EPERM (with NULL:
  * the user's directory is a symbolic link, another user's, or open to
- * others), -ENOTSOCK (the
- * path names a directory or a file, not the socket itself, such as
- * CUFLAG_DEFAULT_SOCKET), -EACCES (not allowed to use the socket or to enter
- * its directory: join the socket's group, cuflag where systemd or the
- * packages made it), -ENAMETOOLONG (path too long),
+ * others), -ENOTSOCK (the path names a directory or a file, not the socket
+ * itself, such as CUFLAG_DEFAULT_SOCKET), -EACCES (not allowed to use the
+ * socket or to enter its directory: join the socket's group, cuflag where
+ * systemd or the packages made it; or the daemon is another user's own,
+ * cuflagd --user), -ENAMETOOLONG (path too long),
  * -EPROTONOSUPPORT (no protocol version in common), -ENODEV (the daemon runs
  * with --slab cuda-ipc and this process cannot use CUDA), -EUSERS (the daemon's
  * client limits are reached), -EBUSY (clients of this user made the daemon's
