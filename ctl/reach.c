@@ -13,7 +13,7 @@
 int ctl_reach_choose(struct ctl_reach *r)
 {
 	const char *node = cuflag_node_socket();
-	char dir[108];
+	char dir[108], why[400];
 	int fd, rc;
 
 	memset(r, 0, sizeof(*r));
@@ -34,5 +34,12 @@ int ctl_reach_choose(struct ctl_reach *r)
 		return rc;
 	}
 	r->user = 1;
+	/* Never a directory planted by someone else: its daemon would answer. */
+	rc = cuflag_user_dir_check(dir, 0, why, sizeof(why));
+	if (rc && rc != -ENOENT) {
+		size_t used = strlen(r->why);
+		snprintf(r->why + used, sizeof(r->why) - used, ", and the user's daemon: %s", why);
+		return rc;
+	}
 	return 0;
 }

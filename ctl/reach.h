@@ -16,7 +16,8 @@ struct ctl_reach {
 };
 
 /* Choose (the node daemon's socket is connected to once, to see). 0, or
- * -ENAMETOOLONG with why set (the user's directory too long). */
+ * with why set -ENAMETOOLONG (the user's directory too long) or what
+ * cuflag_user_dir_check() says of a directory that is not the user's. */
 int ctl_reach_choose(struct ctl_reach *r);
 
 #endif

@@ -321,13 +321,42 @@ TEST(errors_say_what_to_do)
 	ud_remove(&u);
 }
 
+/* What cuflagctl status prints (stdout and stderr) into out; its exit
+ * status. */
+static int ctl_status(char *out, size_t size)
+{
+	const char *ctl = getenv("CUFLAGCTL");
+	size_t len = 0;
+	ssize_t n;
+	pid_t pid;
+	int p[2], st;
+
+	CHECK(ctl && pipe(p) == 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		execl(ctl, ctl, "status", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	while (len < size - 1 && (n = read(p[0], out + len, size - 1 - len)) > 0)
+		len += (size_t)n;
+	out[len] = 0;
+	close(p[0]);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	return cuflag_exit_code(st);
+}
+
 /* The user's directory as something else left it: a symlink, open to
- * others, or another user's: never used, and said so. */
+ * others, or another user's: never used, and said so (cuflagctl asks no
+ * daemon there either). */
 TEST(directory_not_the_users)
 {
+	char other[160], out[4096];
 	const char *h;
 	cuflag_client *c;
-	char other[160];
 	struct ud u;
 	int rc;
 
@@ -338,6 +367,7 @@ TEST(directory_not_the_users)
 	rc = cuflag_connect(NULL, &c);
 	h = cuflag_connect_hint(rc);
 	CHECK_MSG(rc == -EPERM && h && strstr(h, "symbolic link"), "%d: %s", rc, h ? h : "-");
+	CHECK(ctl_status(out, sizeof(out)) == 1 && strstr(out, "symbolic link"));
 	CHECK(unlink(u.dir) == 0);
 
 	CHECK(mkdir(u.dir, 0755) == 0);
@@ -413,31 +443,15 @@ static void other_tries(struct ud *u, void *arg)
  * its pid into *arg (shared with the parent). */
 static void outsider_falls_back(struct ud *u, void *arg)
 {
-	const char *ctl = getenv("CUFLAGCTL");
 	cuflag_client *c;
-	char out[4096] = "";
-	int p[2];
-	pid_t pid;
-	ssize_t n;
+	char out[4096];
 
 	CHECK_RC(cuflag_connect(NULL, &c));
 	one_completion(c);
 	*(volatile pid_t *)arg = daemon_of(c);
 	CHECK(log_count(u, "not in group") == 1);
 	/* cuflagctl says which daemon and why. */
-	CHECK(ctl && pipe(p) == 0);
-	pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		dup2(p[1], 1);
-		execl(ctl, ctl, "status", (char *)NULL);
-		_exit(127);
-	}
-	close(p[1]);
-	n = read(p[0], out, sizeof(out) - 1);
-	out[n > 0 ? n : 0] = 0;
-	close(p[0]);
-	CHECK(waitpid(pid, NULL, 0) == pid);
+	CHECK(ctl_status(out, sizeof(out)) == 0);
 	CHECK_MSG(strstr(out, "user (not in group 60029"), "cuflagctl status said:\n%s", out);
 	cuflag_disconnect(c);
 }
