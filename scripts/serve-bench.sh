@@ -2,13 +2,13 @@
 # The serving bench of docs/BENCHMARKS.md, in one call on a GPU machine:
 # build cuflagd and the client library (no systemd, no tests), start cuflagd
 # on a private socket, then
+#   - examples/python/pipeline.py: the prefill-to-decode hand-off in every
+#     mode, ROUNDS rounds taken in turn: pipeline.json
 #   - bench/serve/serve_bench.py: examples/python/http_serve.py in every
 #     mode (cuflag, to_thread, poll, block, hostfunc) under asyncio and
 #     uvloop, driven by examples/python/loadgen.py at concurrency 1, 8, 64,
 #     256 and at 20, 50, 90 % of each loop's best peak, ROUNDS rounds taken
 #     in turn: serve.json
-#   - examples/python/pipeline.py: the prefill-to-decode hand-off in every
-#     mode, ROUNDS rounds taken in turn: pipeline.json
 # Logs and the JSON go to $OUT (default ./serve-bench-logs); copy the JSON to
 # docs/bench-data/ (serve-h200.json, pipeline-h200.json) and run
 # scripts/bench-tables.py to write the tables.
@@ -34,19 +34,19 @@ rm -f $SOCK
 "$BUILD/daemon/cuflagd" --socket $SOCK --log-level warning 2>"$OUT/cuflagd.log" &
 d=$!
 for i in $(seq 50); do [ -S $SOCK ] && break; sleep 0.1; done
-"$PYTHON" bench/serve/serve_bench.py --device "$DEVICE" --rounds "$ROUNDS" --commit "$COMMIT" \
-	--json "$OUT/serve.json" ${SERVE_ARGS:-} >"$OUT/serve.txt" 2>&1
-rc=$?
-echo "serve bench: $rc"
 modes="--mode asyncio --mode gpu-wait --mode ipc-event --mode ipc-poll --mode poll-byte"
 [ "$DEVICE" = sim ] && modes="--mode asyncio --mode poll-byte"
-timeout 120 "$PYTHON" examples/python/pipeline.py --device "$DEVICE" $modes --rounds "$ROUNDS" \
+timeout 60 "$PYTHON" examples/python/pipeline.py --device "$DEVICE" $modes --rounds "$ROUNDS" \
 	--handoffs "${HANDOFFS:-300}" --commit "$COMMIT" --json "$OUT/pipeline.json" \
 	>"$OUT/pipeline.txt" 2>&1
 prc=$?
 echo "pipeline: $prc"
+"$PYTHON" bench/serve/serve_bench.py --device "$DEVICE" --rounds "$ROUNDS" --commit "$COMMIT" \
+	--json "$OUT/serve.json" ${SERVE_ARGS:-} >"$OUT/serve.txt" 2>&1
+rc=$?
+echo "serve bench: $rc"
 kill $d
 wait $d
-tail -60 "$OUT/serve.txt"
 cat "$OUT/pipeline.txt"
+tail -75 "$OUT/serve.txt"
 [ $rc = 0 ] && [ $prc = 0 ]

@@ -192,8 +192,8 @@ def main():
     ap.add_argument("--fractions", type=float, nargs="+", default=[0.2, 0.5, 0.9],
                     help="open-loop rates, as fractions of the loop's best peak")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--seconds", type=float, default=0.6, help="measured window of a point")
-    ap.add_argument("--warmup", type=float, default=0.15, help="load before the window")
+    ap.add_argument("--seconds", type=float, default=0.5, help="measured window of a point")
+    ap.add_argument("--warmup", type=float, default=0.25, help="load before the window")
     ap.add_argument("--idle", type=float, default=0.4, help="idle CPU window per server")
     ap.add_argument("--loadgen-processes", type=int, default=6)
     ap.add_argument("--port", type=int, default=18100, help="the first server's port")

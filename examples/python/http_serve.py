@@ -453,13 +453,13 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--socket", default=os.environ.get("CUFLAG_SOCKET"),
                     help="cuflagd's socket (default: $CUFLAG_SOCKET, else cuflagd's own)")
-    ap.add_argument("--streams", type=int, default=32, help="CUDA streams in the pool")
+    ap.add_argument("--streams", type=int, default=16, help="CUDA streams in the pool")
     ap.add_argument("--work-us", type=float, default=200.0,
                     help="--device sim: the work of a request, in microseconds")
-    ap.add_argument("--layers", type=int, default=8, help="the model's blocks")
-    ap.add_argument("--d-model", type=int, default=1024, help="the model's width")
+    ap.add_argument("--layers", type=int, default=12, help="the model's blocks")
+    ap.add_argument("--d-model", type=int, default=2048, help="the model's width")
     ap.add_argument("--heads", type=int, default=16, help="attention heads")
-    ap.add_argument("--seq", type=int, default=256, help="the prompt's tokens")
+    ap.add_argument("--seq", type=int, default=512, help="the prompt's tokens")
     ap.add_argument("--vocab", type=int, default=32000, help="the vocabulary")
     args = ap.parse_args()
     if args.streams < 1:

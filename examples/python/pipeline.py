@@ -49,6 +49,7 @@ import os
 import queue
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -96,19 +97,16 @@ extern "C" __global__ void take(const float *tensor, const unsigned long long *e
 
 
 def need_gpu():
-    """CuPy and a GPU, or exit 77 saying what is missing."""
-    why = None
-    try:
-        import cupy
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            why = "no GPU here"
-    except ImportError as e:
-        why = f"needs CuPy ({e})"
-    except Exception as e:  # noqa: BLE001 - CuPy's CUDARuntimeError: no driver, no device
-        why = f"no usable GPU here ({e})"
-    if why is not None:
-        print(f"pipeline.py: --device gpu {why}; --device sim runs asyncio and poll-byte "
-              "without one", file=sys.stderr)
+    """CuPy and a GPU, or exit 77 saying what is missing. Asked of another
+    process: CUDA started here would not survive the fork."""
+    probe = ("import cupy\n"
+             "n = cupy.cuda.runtime.getDeviceCount()\n"
+             "assert n > 0, 'no GPU here'\n")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    if r.returncode != 0:
+        why = (r.stderr.strip().splitlines() or ["no usable GPU here"])[-1]
+        print(f"pipeline.py: --device gpu needs CuPy and a GPU ({why}); --device sim runs "
+              "asyncio and poll-byte without one", file=sys.stderr)
         sys.exit(SKIP)
 
 
@@ -127,6 +125,16 @@ class Gpu:
         self.cu = ctypes.CDLL("libcuda.so.1")
         self.cu.cuStreamWriteValue32_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64,
                                                     ctypes.c_uint32, ctypes.c_uint]
+        self.cu.cuMemHostGetDevicePointer_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64),
+                                                         ctypes.c_void_p, ctypes.c_uint]
+
+    def host_device_pointer(self, addr):
+        """The device address of registered host memory."""
+        ptr = ctypes.c_uint64()
+        rc = self.cu.cuMemHostGetDevicePointer_v2(ctypes.byref(ptr), addr, 0)
+        if rc != 0:
+            raise RuntimeError(f"cuMemHostGetDevicePointer failed: CUresult {rc}")
+        return ptr.value
 
     def array(self, ptr, shape, dtype, nbytes):
         cp = self.cp
@@ -193,7 +201,8 @@ def prefill(chan, page, args, dpid, child):
             event = cp.cuda.Event(block=True, disable_timing=True, interprocess=True)
             addr = ctypes.addressof(ctypes.c_char.from_buffer(page))
             rt.hostRegister(addr, PAGE, 2)  # cudaHostRegisterMapped
-            word = rt.hostGetDevicePointer(addr, 0)
+            word = gpu.host_device_pointer(addr)
+            cp.cuda.Device().synchronize()  # a and b, made on the default stream
             extra = bytes(rt.ipcGetMemHandle(base)) + bytes(rt.ipcGetEventHandle(event.ptr))
         else:
             dev = SimDevice(page, args.work_us * 1e-6)
@@ -289,6 +298,7 @@ class Decode:
             self.w = cp.random.random((SIDE, SIDE), dtype=cp.float32)
             self.out = cp.empty((SIDE, SIDE), cp.float32)
             self.own = client.acquire()
+            cp.cuda.Device().synchronize()  # w, made on the default stream
 
     async def recv(self):
         return unpack(await self.loop.sock_recv(self.chan, MSG.size))
@@ -454,7 +464,6 @@ def write_json(args, results):
             s["gpu_side_p99_us"] = spread([r["gpu_side"]["p99_us"] for r in rows])
         summary.append(s)
     try:
-        import subprocess
         machine = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
                                   "--format=csv,noheader"], capture_output=True, text=True,
                                  timeout=20).stdout.strip() or "no GPU"
