@@ -21,6 +21,7 @@ Run by scripts/serve-bench.sh, which builds cuflagd and starts it.
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -173,6 +174,7 @@ def targets(rows, idle_rows):
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def machine():
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
@@ -181,6 +183,25 @@ def machine():
     except (OSError, subprocess.TimeoutExpired):
         gpu = "no GPU"
     return f"{gpu}; {os.cpu_count()} CPUs; {platform.platform()}"
+
+
+def write(args, peak, points, idles):
+    """The JSON of the points so far, and their medians; returns it."""
+    rows, idle_rows = summarize(points, idles)
+    result = {
+        "bench": "serve", "commit": args.commit,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(), "device": args.device,
+        "config": {"rounds": args.rounds, "seconds": args.seconds, "warmup": args.warmup,
+                   "concurrency": args.concurrency, "fractions": args.fractions,
+                   "server_args": args.server_arg, "peak": peak,
+                   "loadgen_processes": args.loadgen_processes},
+        "summary": rows, "idle": idle_rows, "targets": targets(rows, idle_rows),
+        "points": points, "idle_rounds": idles,
+    }
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=1)
+    return result
 
 
 def main():
@@ -241,27 +262,14 @@ def main():
                     points.append({"round": rnd, "loop": s.loop, "mode": s.mode,
                                    "kind": "open", "at": f, "rate": rate, **p})
                 s.pause()
+            write(args, peak, points, idles)  # what a cut-off run leaves
             print(f"serve_bench: round {rnd + 1} of {args.rounds} done at "
                   f"{time.monotonic() - started:.0f} s", flush=True)
     finally:
         gen.close()
         for s in servers:
             s.stop()
-    rows, idle_rows = summarize(points, idles)
-    result = {
-        "bench": "serve", "commit": args.commit,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine(), "device": args.device,
-        "config": {"rounds": args.rounds, "seconds": args.seconds, "warmup": args.warmup,
-                   "concurrency": args.concurrency, "fractions": args.fractions,
-                   "server_args": args.server_arg, "peak": peak,
-                   "loadgen_processes": args.loadgen_processes},
-        "summary": rows, "idle": idle_rows, "targets": targets(rows, idle_rows),
-        "points": points, "idle_rounds": idles,
-    }
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
-    print_summary(result)
+    print_summary(write(args, peak, points, idles))
     return 0
 
 
