@@ -12,8 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* How long a connect that starts the daemon may take, all told. */
-#define AUTOSPAWN_TIMEOUT_MS 5000
+#include "slowdown.h"
+
+/* How long a connect that starts the daemon may take, all told (a
+ * sanitizer's build starts slower: slowdown.h). */
+#define AUTOSPAWN_TIMEOUT_MS (CUFLAG_SLOWDOWN > 1 ? 30000 : 5000)
 
 /* Whether this process may start the daemon ($CUFLAG_AUTOSPAWN not "0"). */
 int cuflag__autospawn_allowed(void);

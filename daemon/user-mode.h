@@ -11,12 +11,14 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "slowdown.h"
+
 struct server;
 struct cuflagd_config;
 
 /* How long a daemon starting waits for one that is exiting to let go of
  * the lock before it gives up. */
-#define USER_LOCK_WAIT_MS 3000
+#define USER_LOCK_WAIT_MS (CUFLAG_SLOWDOWN > 1 ? 20000 : 3000)
 
 /*
  * Before listening, with --user: the socket's path (the configured one, or

