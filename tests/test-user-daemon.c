@@ -202,8 +202,42 @@ static void connect_at_once(int n, pid_t *pids)
 	}
 }
 
+/* This process's children, as the kernel lists them: how many, the first
+ * in *first. */
+static int children(pid_t *first)
+{
+	char path[64], buf[256] = "";
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+	f = fopen(path, "r");
+	CHECK(f);
+	if (fgets(buf, sizeof(buf), f))
+		for (char *p = strtok(buf, " \n"); p; p = strtok(NULL, " \n"))
+			if (n++ == 0)
+				*first = (pid_t)atoi(p);
+	fclose(f);
+	return n;
+}
+
+/* Whether process pid holds an fd open on the file st describes. */
+static int holds(pid_t pid, const struct stat *st)
+{
+	char path[64];
+	struct stat fs;
+	int found = 0;
+
+	for (int fd = 0; fd < 1024 && !found; fd++) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+		found = stat(path, &fs) == 0 && fs.st_dev == st->st_dev && fs.st_ino == st->st_ino;
+	}
+	return found;
+}
+
 /* Two processes share one daemon; it exits once idle, socket and all; the
- * next connect starts another. */
+ * next connect starts another, detached: no zombie of its start left here,
+ * none of this process's fds in it. */
 TEST(two_share_then_idle_exit)
 {
 	struct ud u;
@@ -221,9 +255,20 @@ TEST(two_share_then_idle_exit)
 		  (unsigned long long)(cuflag_now_ms() - t0));
 	CHECK(lstat(u.sock, &st) < 0 && errno == ENOENT);
 	CHECK(log_count(&u, "exiting (--exit-idle)") == 1);
+	int leak[2];
+	struct stat leak_st;
+	pid_t child = 0;
+	CHECK(pipe(leak) == 0 && fstat(leak[0], &leak_st) == 0); /* not close-on-exec */
+	CHECK(children(&child) == 0);
 	CHECK_RC(cuflag_connect(NULL, &c));
 	third = daemon_of(c);
 	CHECK(third != pids[0]);
+	/* The one child: the daemon, whose parent exited (this process is the
+	 * subreaper); the process that started it was reaped. */
+	CHECK(children(&child) == 1 && child == third);
+	CHECK(holds(getpid(), &leak_st) && !holds(third, &leak_st));
+	close(leak[0]);
+	close(leak[1]);
 	one_completion(c);
 	cuflag_disconnect(c);
 	CHECK(reap(third, 5000) == 0);
