@@ -40,9 +40,10 @@ void cuflag__reach_refused(const char *path, int err)
 }
 
 /* The user's own daemon, when the node daemon does not serve us (why_node
- * says why). */
-static int reach_user(const char *why_node, struct cuflag_reach *r)
+ * says why, node_err is its connect's error). */
+static int reach_user(const char *why_node, int node_err, struct cuflag_reach *r)
 {
+	const char *node_fix = cuflag_unix_connect_hint(node_err);
 	char dir[108], why[1024], text[1600];
 	int fd;
 
@@ -59,9 +60,10 @@ static int reach_user(const char *why_node, struct cuflag_reach *r)
 		fd = cuflag__user_daemon_connect(dir, r->path, why_node,
 						 cuflag__autospawn_allowed(), 0, why, sizeof(why));
 	if (fd < 0) {
-		snprintf(text, sizeof(text), "%s, and no user daemon at %s: %s (or start the node "
-			 "daemon: systemctl start cuflagd.socket, or as root cuflagd)", why_node,
-			 r->path, why);
+		/* And what would let the node daemon serve, as true of this host. */
+		snprintf(text, sizeof(text), "%s, and no user daemon at %s: %s%s%s", why_node,
+			 r->path, why, node_fix ? "; or the node daemon: " : "",
+			 node_fix ? node_fix : "");
 		return failed(fd, text);
 	}
 	r->user = 1;
@@ -92,7 +94,7 @@ int cuflag__reach_connect(const char *socket_path, struct cuflag_reach *r)
 	fd = cuflag_unix_connect(node, CUFLAG_REPLY_TIMEOUT_S);
 	if (fd >= 0 || !cuflag_node_fallback(node, fd, why, sizeof(why)))
 		return fd;
-	return reach_user(why, r);
+	return reach_user(why, fd, r);
 }
 
 int cuflag__reach_again(const struct cuflag_client *c, int nonblock)
