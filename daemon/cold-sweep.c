@@ -36,33 +36,39 @@ static uint64_t worth(uint64_t left, uint64_t ncold)
 struct cold_slice cold_plan(struct cold_sweep *sw, uint64_t ncold, uint64_t now_ns)
 {
 	struct cold_slice sl = { .from = sw->pos, .count = 0, .next_ns = UINT64_MAX };
-	uint64_t due;
+	uint64_t due, n;
 
 	if (!ncold) {
 		/* Slots that go cold later are swept from when they come. */
 		sw->start_ns = now_ns;
-		sw->pos = sl.from = 0;
+		sw->pos = sw->end = sl.from = 0;
 		return sl;
 	}
-	if (sw->pos >= ncold) {
+	/* Removals shrink the sweep's part with the set (scanner-pending.c);
+	 * until its first slice, a sweep takes in what comes. */
+	if (sw->end > ncold || !sw->pos)
+		sw->end = ncold;
+	if (sw->pos >= sw->end) {
 		if (now_ns - sw->start_ns < COLD_SWEEP_NS) {
 			sl.next_ns = sw->start_ns + COLD_SWEEP_NS;
 			return sl;
 		}
 		sw->start_ns = now_ns;
 		sw->pos = sl.from = 0;
+		sw->end = ncold;
 	}
-	due = due_by(sw->start_ns, ncold, now_ns);
-	if (due >= sw->pos + worth(ncold - sw->pos, ncold)) {
+	n = sw->end;
+	due = due_by(sw->start_ns, n, now_ns);
+	if (due >= sw->pos + worth(n - sw->pos, n)) {
 		sl.count = due - sw->pos > COLD_SLICE_MAX ? COLD_SLICE_MAX : due - sw->pos;
 		sw->pos += sl.count;
 	}
-	if (sw->pos >= ncold)
+	if (sw->pos >= n)
 		sl.next_ns = sw->start_ns + COLD_SWEEP_NS;
-	else if (due >= sw->pos + worth(ncold - sw->pos, ncold))
+	else if (due >= sw->pos + worth(n - sw->pos, n))
 		sl.next_ns = now_ns; /* behind by a slice or more: at once */
 	else
-		sl.next_ns = due_at(sw->start_ns, sw->pos + worth(ncold - sw->pos, ncold), ncold);
+		sl.next_ns = due_at(sw->start_ns, sw->pos + worth(n - sw->pos, n), n);
 	if (sl.next_ns < now_ns)
 		sl.next_ns = now_ns;
 	return sl;

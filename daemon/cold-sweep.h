@@ -18,10 +18,10 @@
  * whose user has hot room again (when it went cold for want of it), is made
  * hot by the sweep that sees it.
  *
- * So a completion of a cold slot is noticed within a sweep period and a pass
- * (two periods where slots read before it in the sweep went hot meanwhile
- * and one not yet read took their place), which for a slot cold by its age
- * is at most half of how long it had been awaited. A sweep
+ * So a completion of a cold slot is noticed within two sweep periods and a
+ * pass (one where it went cold before the sweep began: a slot that goes cold
+ * during a sweep waits for the next), which for a slot cold by its age is at
+ * most half of how long it had been awaited, whatever the churn. A sweep
  * reads a compact array (the flag's address and the value last seen), not
  * the slot's state: a few nanoseconds a cold slot, a sweep's worth spread
  * over its period.
@@ -38,10 +38,12 @@
 #define COLD_SLICE_GAP_NS 100000ull /* nor a slice sooner than this after the last */
 #define COLD_HOT_PER_USER 1024u    /* a user's hot slots, at most */
 
-/* Where a sweep stands: it began at start_ns and has read pos slots. */
+/* Where a sweep stands: it began at start_ns and has read pos of its end
+ * slots (cold[0, end): those that were cold when it began, or when it read
+ * its first slice; the ones that went cold since wait for the next sweep). */
 struct cold_sweep {
 	uint64_t start_ns;
-	uint64_t pos;
+	uint64_t pos, end;
 };
 
 /* What a pass reads of the cold set: [from, from + count), and when the
@@ -54,10 +56,14 @@ struct cold_slice {
 /*
  * The slice the pass at now_ns reads of a cold set of ncold slots, and
  * where that leaves the sweep (advanced past the slice; a sweep that has
- * read every slot starts again once its period is over, at once where it
- * was late). Slots added at the end during a sweep are read by it; removed
- * ones move the last into their place (the caller then reads that place
- * again).
+ * read its slots starts again once its period is over, at once where it
+ * was late). Slots added at the end during a sweep are read by the next one
+ * (by this one only before its first slice), so that a sweep ends within its
+ * period however fast slots go cold: a set that grows as it is read would
+ * otherwise keep one sweep going, and its last slots unread, for as long as
+ * the churn lasts. Removed ones move an entry of their part into their place
+ * (cold[0, pos), [pos, end) and [end, ncold) each stay whole: the caller
+ * then reads that place again).
  */
 struct cold_slice cold_plan(struct cold_sweep *sw, uint64_t ncold, uint64_t now_ns);
 

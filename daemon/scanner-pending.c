@@ -62,16 +62,20 @@ static void cold_add(struct scanner *sc, struct scanner_slot *s, uint32_t seen, 
 	cold_put(sc, sc->ncold++, &e);
 }
 
-/* Keeps the sweep's order: cold[0, pos) read by this sweep, the rest not.
- * An entry the sweep has read takes the place of one before pos, and the
- * last (not read) the place of that one. */
+/* Keeps the sweep's order: cold[0, pos) read by this sweep, [pos, end) to be
+ * read by it, the rest by the next. A hole moves to the end of each part
+ * after its own, filled by that part's last entry, until it is the set's
+ * last (cold-sweep.h). */
 static void cold_del(struct scanner *sc, struct scanner_slot *s)
 {
+	uint64_t *bound[2] = { &sc->sweep.pos, &sc->sweep.end };
 	uint64_t i = s->pend_idx, last = sc->ncold - 1;
 
 	assert(s->cold && sc->cold[i].slot == s);
-	if (i < sc->sweep.pos) {
-		uint64_t j = --sc->sweep.pos;
+	for (int k = 0; k < 2; k++) {
+		if (i >= *bound[k])
+			continue;
+		uint64_t j = --*bound[k];
 		if (j != i)
 			cold_put(sc, i, &sc->cold[j]);
 		i = j;

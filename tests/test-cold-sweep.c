@@ -168,6 +168,40 @@ START_TEST(test_a_shrinking_set_ends_the_sweep)
 }
 END_TEST
 
+START_TEST(test_a_growing_set_ends_its_sweep)
+{
+	struct cold_sweep sw = { 0 };
+	uint64_t t = 1000 * MS, n = 5000, sweeps = 0, end = 0, start = 0;
+	struct cold_slice sl;
+
+	/* Slots go cold every pass (20 us apart, 25 a pass: a user's slots
+	 * churning through the cold set). A sweep's part is fixed from its
+	 * first slice: the slots that go cold meanwhile are the next sweep's,
+	 * so that each sweep ends within its period and nobody's slot waits
+	 * more than two. */
+	cold_plan(&sw, 0, t);
+	for (uint64_t k = 0; k < 20 * COLD_SWEEP_NS / (20 * US); k++, t += 20 * US, n += 25) {
+		sl = cold_plan(&sw, n, t);
+		ck_assert_uint_le(sl.from + sl.count, sw.end);
+		ck_assert_uint_le(sw.end, n);
+		if (sw.start_ns != start) {
+			start = sw.start_ns;
+			sweeps++;
+			end = 0;
+		}
+		if (sw.pos) {
+			if (end)
+				ck_assert_uint_eq(sw.end, end);
+			end = sw.end;
+		}
+		if (sw.pos < sw.end)
+			ck_assert_uint_le(t - sw.start_ns, COLD_SWEEP_NS + 2 * 20 * US);
+	}
+	ck_assert_uint_ge(sweeps, 8);
+	ck_assert_uint_gt(end, 5000);
+}
+END_TEST
+
 START_TEST(test_which_slots_go_cold)
 {
 	uint64_t now = 1000 * MS;
@@ -204,8 +238,8 @@ END_TEST
 START_TEST(test_notice_delay_is_a_fraction_of_the_age)
 {
 	/* A slot cold by its age has been awaited COLD_AFTER_NS at least and
-	 * is read within a sweep period (two, where slots before it in the
-	 * sweep went hot meanwhile): at most half of its age. */
+	 * is read within two sweep periods (one where it went cold before the
+	 * sweep began): at most half of its age. */
 	ck_assert_uint_le(2 * COLD_SWEEP_NS * 2, COLD_AFTER_NS);
 }
 END_TEST
@@ -218,6 +252,7 @@ int main(void)
 				       test_an_early_wake_waits_for_the_slice,
 				       test_a_late_pass_catches_up_in_bounded_slices,
 				       test_a_shrinking_set_ends_the_sweep,
+				       test_a_growing_set_ends_its_sweep,
 				       test_which_slots_go_cold,
 				       test_notice_delay_is_a_fraction_of_the_age,
 				       NULL };
