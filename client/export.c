@@ -3,7 +3,8 @@
  * Completions across processes: exporting a slot as an fd, importing one,
  * and handing both to a daemon that restarted.
  *
- * The handle is a file the daemon made; the library keeps a copy of it for
+ * The handle is a file this library makes of the record the daemon offers
+ * (so that its memory is the exporter's, not the daemon's); it keeps a copy for
  * every slot it exported or imported, because a daemon that restarts knows
  * nothing of them: on resume the exporter hands its copy back (EXPORT with
  * REDECLARE) and the importer takes its slot again by its copy (IMPORT with
@@ -14,6 +15,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "client-private.h"
@@ -23,6 +25,50 @@ struct export_args {
 	struct cuflag_slot *s;
 	int fd;
 };
+
+/* The handle file, made here so that its memory is this process's: a memfd
+ * holding the record the daemon offered, sealed against any change. */
+static int handle_file(const struct cuflag_handle_record *rec)
+{
+	int fd = memfd_create("cuflag-handle", MFD_CLOEXEC | MFD_ALLOW_SEALING), rc;
+
+	if (fd < 0)
+		return -errno;
+	if (pwrite(fd, rec, sizeof(*rec), 0) != (ssize_t)sizeof(*rec) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		rc = errno ? -errno : -EIO;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* EXPORT of a slot with no handle yet: the daemon offers the record, we make
+ * the file and declare it. Returns the file (ours), or a negative errno. */
+static int handle_declare(struct cuflag_client *c, int sock, struct cuflag_slot *s,
+			  const struct cuflag_call *offer)
+{
+	struct cuflag_msg_export m = { .id = s->id, .flags = CUFLAG_EXPORT_DECLARE };
+	struct cuflag_handle_record rec;
+	uint8_t reply[CUFLAG_MSG_MAX];
+	int fd, rc;
+
+	if (offer->reply_len != sizeof(struct cuflag_msg_hdr) + sizeof(rec))
+		return -EBADMSG;
+	memcpy(&rec, cuflag_call_body(offer), sizeof(rec));
+	if ((fd = handle_file(&rec)) < 0)
+		return fd;
+	struct cuflag_call call = { .type = CUFLAG_MSG_EXPORT, .body = &m, .blen = sizeof(m),
+				    .fds = &fd, .nfds = 1, .reply = reply };
+	rc = cuflag__request_on(c, sock, &call);
+	if (!rc && call.reply_nfds)
+		rc = -EBADMSG;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
 
 static int export_run(struct cuflag_client *c, int sock, void *arg)
 {
@@ -34,8 +80,16 @@ static int export_run(struct cuflag_client *c, int sock, void *arg)
 				    .reply = reply, .reply_fds = &fd, .max_fds = 1 };
 
 	rc = cuflag__request_on(c, sock, &call);
-	if (!rc && call.reply_nfds != 1)
+	if (!rc && !call.reply_nfds) {
+		/* No handle yet: the reply is the record to make it of. */
+		if ((rc = handle_declare(c, sock, a->s, &call)) >= 0) {
+			safe_close(a->s->handle_fd);
+			a->s->handle_fd = rc;
+			rc = (fd = fcntl(rc, F_DUPFD_CLOEXEC, 0)) < 0 ? -errno : 0;
+		}
+	} else if (!rc && call.reply_nfds != 1) {
 		rc = -EBADMSG;
+	}
 	if (rc) {
 		safe_close(fd);
 		return rc;

@@ -158,6 +158,7 @@ int req_attach(struct server *srv, struct session *s, struct request *req)
 	/* The scanner learns of the region before the client can arm in it; a
 	 * resumed one once its slots are back (req_adopt). */
 	s->adopt_left = m.slots;
+	s->resumed = (m.epoch != 0 || m.slots != 0) && m.epoch != srv->epoch;
 	if (!m.slots)
 		(void)slot_table_start(&s->slots,
 				       atomic_load_explicit(a.scan->head, memory_order_relaxed));

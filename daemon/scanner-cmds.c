@@ -51,7 +51,7 @@ static void unring_session(struct scanner *sc, struct scanner_session *ss)
 
 static void del_session(struct scanner *sc, struct scanner_session *ss)
 {
-	if (ss->nlinked)
+	if (ss->nlinked || ss->nowed)
 		import_session_gone(sc, ss);
 	if (sc->nrang)
 		unring_session(sc, ss);
@@ -85,7 +85,7 @@ static void add_slot(struct scanner *sc, struct scanner_session *ss, const struc
 	s->persist = ss->states + c->slot;
 	s->efd = c->efd;
 	s->group = c->group;
-	s->signalled = c->start;
+	s->signalled = s->base = c->start;
 	s->armed = c->armed;
 	s->pend_idx = SCAN_NOT_PENDING;
 	memset(&s->timing, 0, sizeof(s->timing));

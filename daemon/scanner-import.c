@@ -6,7 +6,9 @@
  * (written by the daemon only) becomes the exporter's value, its record in
  * its region counts the new completions, and its doorbell rings. When the
  * exporter's slot goes, every importer is marked gone in its record and rung
- * once more. Called from the pass and from the commands, in the scanner
+ * once more. The records are written in the pass that sees the exporter's
+ * completion; an importer's own eventfd is rung at the pass's end under its
+ * user's share, a pass later where that is spent. Called from the pass and from the commands, in the scanner
  * thread only; the lists are the scanner's alone.
  */
 #include <stdatomic.h>
@@ -43,19 +45,78 @@ static void unlink_from(struct scanner_slot *imp)
 	src->sess->nlinked--;
 }
 
-/* Ring an importer's doorbell: its group's ring, or its own eventfd. A
- * client whose eventfd cannot take the write is dropped like any other. */
+/* The doorbells owed: a list through the importers themselves (the loop
+ * allocates nothing), each importer on it once, its count summed. */
+static void owed_add(struct scanner *sc, struct scanner_slot *imp, uint64_t n)
+{
+	imp->owed += n;
+	if (imp->owed_queued)
+		return;
+	imp->owed_queued = 1;
+	imp->owed_next = NULL;
+	imp->owed_prev = sc->owed_tail;
+	if (sc->owed_tail)
+		sc->owed_tail->owed_next = imp;
+	else
+		sc->owed_head = imp;
+	sc->owed_tail = imp;
+	imp->sess->nowed++;
+}
+
+static void owed_del(struct scanner *sc, struct scanner_slot *imp)
+{
+	if (!imp->owed_queued)
+		return;
+	if (imp->owed_prev)
+		imp->owed_prev->owed_next = imp->owed_next;
+	else
+		sc->owed_head = imp->owed_next;
+	if (imp->owed_next)
+		imp->owed_next->owed_prev = imp->owed_prev;
+	else
+		sc->owed_tail = imp->owed_prev;
+	imp->owed_prev = imp->owed_next = NULL;
+	imp->owed_queued = 0;
+	imp->owed = 0;
+	imp->sess->nowed--;
+}
+
+/* Ring an importer's doorbell: its group's ring (rung once a pass under its
+ * user's share, scanner-pass.c), or its own eventfd, owed until the pass's
+ * end and written then under the importer's user's share and write budget,
+ * as any slot's: one exported slot's many importers cost the pass no more
+ * than their users' shares. */
 static void ring(struct scanner *sc, struct scanner_slot *imp, uint64_t n)
 {
-	enum scanner_broken why;
-
-	if (imp->group) {
+	if (imp->group)
 		ring_push(sc, imp);
-		return;
+	else
+		owed_add(sc, imp, n);
+}
+
+void import_ring_owed(struct scanner *sc)
+{
+	struct scanner_slot *imp = sc->owed_head, *next;
+
+	for (; imp; imp = next) {
+		struct scanner_session *ss = imp->sess;
+		enum scanner_broken why;
+
+		next = imp->owed_next;
+		if (atomic_load_explicit(&ss->broken, memory_order_relaxed)) {
+			owed_del(sc, imp);
+			continue;
+		}
+		if (!scan_may_write(sc, ss->user)) {
+			scan_drop_if_over_share(sc, ss);
+			continue; /* the next pass, which comes at once */
+		}
+		why = efd_write(sc, ss, imp->efd, imp->owed);
+		owed_del(sc, imp);
+		/* A costly importer is dropped as any costly writer is. */
+		if (why != BROKEN_NONE)
+			scanner_set_broken(sc, ss, why);
 	}
-	why = efd_write(sc, imp->sess, imp->efd, n);
-	if (why != BROKEN_NONE && why != BROKEN_COST)
-		scanner_set_broken(sc, imp->sess, why);
 }
 
 /* Bring one importer up to its exporter's signalled value: the flag first
@@ -78,10 +139,10 @@ static void follow(struct scanner *sc, struct scanner_slot *imp, uint32_t value)
 	ring(sc, imp, due);
 }
 
-void import_fanout(struct scanner *sc, struct scanner_slot *src)
+void import_fanout(struct scanner *sc, struct scanner_slot *src, uint32_t value)
 {
 	for (struct scanner_slot *imp = src->imp_first; imp; imp = imp->imp_next)
-		follow(sc, imp, src->signalled);
+		follow(sc, imp, value);
 }
 
 /* The exporter's slot went: the importer's record says so, and its doorbell
@@ -140,6 +201,16 @@ void import_link(struct scanner *sc, struct scanner_cmd *c)
 		mark_gone(sc, s);
 		return;
 	}
+	/* A resumed importer's record names where it stopped: no earlier than
+	 * the exporter's own record when this daemon took the exporter over
+	 * (records of importers are written before their exporter's), no
+	 * later than the exporter armed. One outside that was not written by
+	 * a daemon: it starts from now, and is owed nothing. */
+	if (cuflag_tl_after(src->base, s->signalled) || cuflag_tl_after(s->signalled, src->armed)) {
+		s->signalled = s->armed = src->signalled;
+		__atomic_store_n(s->flag, s->signalled, __ATOMIC_RELEASE);
+		s->persist->signalled = s->signalled;
+	}
 	link_to(s, src);
 	/* What the exporter completed while no daemon linked them. */
 	follow(sc, s, src->signalled);
@@ -147,6 +218,7 @@ void import_link(struct scanner *sc, struct scanner_cmd *c)
 
 void import_slot_gone(struct scanner *sc, struct scanner_slot *s)
 {
+	owed_del(sc, s);
 	if (s->imported) {
 		unlink_from(s);
 		s->imported = 0;
@@ -157,6 +229,6 @@ void import_slot_gone(struct scanner *sc, struct scanner_slot *s)
 
 void import_session_gone(struct scanner *sc, struct scanner_session *ss)
 {
-	for (uint32_t i = 0; ss->nlinked && i < ss->layout.nslots; i++)
+	for (uint32_t i = 0; (ss->nlinked || ss->nowed) && i < ss->layout.nslots; i++)
 		import_slot_gone(sc, &ss->slots[i]);
 }

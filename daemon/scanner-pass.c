@@ -23,7 +23,7 @@
 
 /* Whether u may write an eventfd in this pass (fair-share.h); else its
  * writes wait for the next pass, which comes at once. */
-static int may_write(struct scanner *sc, struct scanner_user *u)
+int scan_may_write(struct scanner *sc, struct scanner_user *u)
 {
 	if (share_may_write(&u->share, sc->pass_no, (int64_t)sc->cfg.share_quantum_ns))
 		return 1;
@@ -33,7 +33,7 @@ static int may_write(struct scanner *sc, struct scanner_user *u)
 
 /* A write of ss's was carried: drop it where its user has wanted more than
  * its share, with costly writes, for too long (fair-share.h). */
-static void drop_if_over_share(struct scanner *sc, struct scanner_session *ss)
+void scan_drop_if_over_share(struct scanner *sc, struct scanner_session *ss)
 {
 	struct fair_share *f = &ss->user->share;
 
@@ -60,8 +60,8 @@ static void ring_groups(struct scanner *sc)
 			g->rang = 0;
 			continue;
 		}
-		if (!may_write(sc, g->sess->user)) {
-			drop_if_over_share(sc, g->sess);
+		if (!scan_may_write(sc, g->sess->user)) {
+			scan_drop_if_over_share(sc, g->sess);
 			sc->rang[kept++] = g;
 			continue;
 		}
@@ -123,6 +123,11 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	 * what it rang, and its successor counts nothing twice (the client
 	 * counts from this record; the eventfd is the doorbell). The record
 	 * stays when the write fails: those completions did happen. */
+	/* Its importers' records first: a daemon killed in between leaves
+	 * none of them behind the exporter's record, which bounds where an
+	 * importer may resume from (scanner-import.c). */
+	if (s->imp_first)
+		import_fanout(sc, s, s->signalled + due);
 	s->persist->signalled = s->signalled + due;
 	/* Counted before the doorbell as well: a client it wakes may ask for
 	 * its metrics before the scanner runs again. */
@@ -136,8 +141,6 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	if (why == BROKEN_NONE || why == BROKEN_COST) {
 		s->signalled += due;
 		atomic_fetch_add_explicit(&s->sess->n_wakes, 1, memory_order_relaxed);
-		if (s->imp_first)
-			import_fanout(sc, s);
 		if (sc->cfg.idle.mode == SCANNER_ADAPTIVE)
 			learn_completion(sc, s);
 		else /* awaited from now: how long, the sweep asks */
@@ -188,8 +191,8 @@ static int scan_slot(struct scanner *sc, struct scanner_slot *s, uint64_t lead,
 	}
 	uint32_t due = cuflag_tl_due(f, s->armed, s->signalled);
 	if (due) {
-		if (!s->group && !may_write(sc, s->sess->user)) {
-			drop_if_over_share(sc, s->sess);
+		if (!s->group && !scan_may_write(sc, s->sess->user)) {
+			scan_drop_if_over_share(sc, s->sess);
 			return 0; /* next pass, which comes at once */
 		}
 		enum scanner_broken why = signal_slot(sc, s, due);
@@ -249,6 +252,8 @@ static uint64_t scan_pending(struct scanner *sc)
 			at = at2;
 	}
 	sc->scan_from = at == UINT64_MAX ? 0 : (uint32_t)at;
+	if (sc->owed_head)
+		import_ring_owed(sc);
 	if (sc->nrang)
 		ring_groups(sc);
 	if (total)

@@ -61,6 +61,8 @@ struct scanner {
 	int few_cpus; /* give a woken thread our CPU at once (see pass()) */
 	struct scanner_group **rang; /* groups that got records this pass */
 	uint64_t nrang;
+	/* Importers' doorbells owed, oldest first (scanner-import.c). */
+	struct scanner_slot *owed_head, *owed_tail;
 
 	/* The pass and the idle policy. */
 	uint64_t now;            /* this pass's clock (read again where arms are taken) */
@@ -152,11 +154,18 @@ void ring_push(struct scanner *sc, struct scanner_slot *s);
 enum scanner_broken efd_write(struct scanner *sc, struct scanner_session *ss, int efd, uint64_t v);
 
 /* scanner-import.c: completions across processes. import_fanout after an
- * exported slot's signalled value advanced; import_add and import_link
+ * exported slot's signalled value advances to value (before its own record); import_add and import_link
  * apply SCAN_ADD_IMPORT and SCAN_LINK_IMPORT; import_slot_gone when a slot
  * is freed (an importer leaves its list, an exporter's importers are gone),
  * import_session_gone when a client goes. */
-void import_fanout(struct scanner *sc, struct scanner_slot *src);
+void import_fanout(struct scanner *sc, struct scanner_slot *src, uint32_t value);
+/* Ring the importers' doorbells owed, each under its user's share (the
+ * pass, after its own writes); those over it wait for the next pass. */
+void import_ring_owed(struct scanner *sc);
+/* scanner-pass.c: whether u may write in this pass, and the drop of a
+ * user over its share too long (fair-share.h). */
+int scan_may_write(struct scanner *sc, struct scanner_user *u);
+void scan_drop_if_over_share(struct scanner *sc, struct scanner_session *ss);
 void import_add(struct scanner *sc, struct scanner_cmd *c);
 void import_link(struct scanner *sc, struct scanner_cmd *c);
 void import_slot_gone(struct scanner *sc, struct scanner_slot *s);

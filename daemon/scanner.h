@@ -83,6 +83,15 @@ struct scanner_slot {
 	 * the slot it mirrors (NULL: not linked, or gone). */
 	struct scanner_slot *imp_first, *imp_src, *imp_prev, *imp_next;
 	uint8_t imported;
+	/* An importer whose doorbell waits for its user's share (its record
+	 * already says what it rings for): owed completions, and its place on
+	 * the scanner's list of doorbells owed. */
+	uint8_t owed_queued;
+	uint64_t owed;
+	struct scanner_slot *owed_prev, *owed_next;
+	/* The value its timeline had when this daemon handed it out or
+	 * adopted it: an importer resuming against it starts no earlier. */
+	uint32_t base;
 };
 #define SCAN_NOT_PENDING UINT32_MAX
 
@@ -111,6 +120,7 @@ struct scanner_session {
 	struct scanner_slot *slots;    /* layout.nslots */
 	struct scanner_group *groups;  /* layout.ngroups */
 	uint32_t pending;           /* slots of this session in the pending set */
+	uint32_t nowed;             /* its importers on the doorbells-owed list */
 	uint32_t waiting;           /* and on its user's wait list */
 	struct slot_timing hint;    /* the last history learned: a new slot's seed */
 	struct scanner_user *user;  /* its uid's accounting (set before ADD_SESSION) */

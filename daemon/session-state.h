@@ -57,6 +57,8 @@ struct session {
 	int wake_fd;
 	struct slot_table slots;
 	uint32_t adopt_left; /* after a resuming ATTACH: slots still to come in ADOPTs */
+	int resumed;         /* its ATTACH took over a region from another daemon: it may
+			      * REDECLARE handles and IMPORT RESUME (export.c) */
 
 	/* An ALLOC waiting for freed slots to come back from the scanner (a
 	 * client that frees and allocates at once must not see -ENOSPC). While

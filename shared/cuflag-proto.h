@@ -518,13 +518,20 @@ _Static_assert(offsetof(struct cuflag_msg_stuck_slot, comm) == 40, "stuck comm")
 
 /*
  * Completions across processes. EXPORT names a slot the client holds (not
- * one it imported); reply: fds: [0] a handle, a sealed memfd of the daemon's
- * holding a struct cuflag_handle_record. Every EXPORT of one slot hands out
- * the same file; the daemon forgets it when the slot goes. With flags
- * CUFLAG_EXPORT_REDECLARE the client, resuming, hands back (fds: [0]) the
- * handle a daemon before this one made for that slot: the new daemon checks
- * that its record names this client's region and slot, and keeps it; reply:
- * no fds.
+ * one it imported). The first time, the reply carries no fd but a struct
+ * cuflag_handle_record (the daemon's secret for that slot): the client makes
+ * the handle, a memfd holding exactly that record, sealed (F_SEAL_WRITE,
+ * SHRINK, GROW, SEAL), so that its memory is the exporter's, and sends it
+ * back with flags CUFLAG_EXPORT_DECLARE (fds: [0]); the daemon checks it and
+ * keeps it (reply: no fds). From then on every EXPORT of that slot replies
+ * fds: [0], that same file; the daemon forgets it when the slot goes. Each
+ * handle a session was offered counts against its user's fds for as long
+ * as the session lasts. With flags CUFLAG_EXPORT_REDECLARE the client,
+ * resuming (only in a session whose ATTACH resumed, within
+ * CUFLAG_IMPORT_RELINK_MS of the daemon's start), hands back (fds: [0]) the
+ * handle a daemon before this one offered for that slot: the new daemon
+ * checks that its record names this client's region and slot, and keeps it;
+ * reply: no fds.
  *
  * IMPORT: fds: [0] a handle. The daemon knows the file by its identity (a
  * sealed memfd in its table, its record unchanged); anything else is
@@ -532,18 +539,25 @@ _Static_assert(offsetof(struct cuflag_msg_stuck_slot, comm) == 40, "stuck comm")
  * slot's eventfd (none into a group). The slot is the client's own, counted
  * in its quotas; its flag is written by the daemon only: the exporter's
  * timeline value signalled so far (start: the value at the import). With
- * flags CUFLAG_IMPORT_RESUME, id names the slot the client held before a
- * restart: it is taken again with its record, and linked once the exporter
- * has redeclared the handle (within CUFLAG_IMPORT_RELINK_MS of the
- * daemon's start, else it is gone).
+ * flags CUFLAG_IMPORT_RESUME (only in a session whose ATTACH resumed), id
+ * names the slot the client held before a restart: it is taken again with
+ * its record, and linked once the exporter has redeclared the handle (within
+ * CUFLAG_IMPORT_RELINK_MS of the daemon's start, else it is gone); a record
+ * no daemon wrote (behind the exporter's when this daemon took the exporter
+ * over, or beyond what it armed) starts from the exporter's value, owed
+ * nothing. At most CUFLAG_IMPORTS_PER_SLOT imports of one exported slot and
+ * CUFLAG_IMPORTS_PER_USER of one user are held at once: beyond, -EDQUOT.
  */
 #define CUFLAG_EXPORT_REDECLARE 1u
+#define CUFLAG_EXPORT_DECLARE 2u
+#define CUFLAG_IMPORTS_PER_SLOT 64u
+#define CUFLAG_IMPORTS_PER_USER 1024u
 #define CUFLAG_IMPORT_RESUME 1u
 #define CUFLAG_IMPORT_RELINK_MS 10000u
 
 struct cuflag_msg_export {
 	uint32_t id;    /* the slot */
-	uint32_t flags; /* 0 or CUFLAG_EXPORT_REDECLARE */
+	uint32_t flags; /* 0, CUFLAG_EXPORT_DECLARE or CUFLAG_EXPORT_REDECLARE */
 };
 _Static_assert(sizeof(struct cuflag_msg_export) == 8, "export size");
 _Static_assert(offsetof(struct cuflag_msg_export, flags) == 4, "export flags");
@@ -559,10 +573,10 @@ _Static_assert(offsetof(struct cuflag_msg_import, flags) == 4, "import flags");
 _Static_assert(offsetof(struct cuflag_msg_import, id) == 8, "import id");
 _Static_assert(offsetof(struct cuflag_msg_import, reserved) == 12, "import reserved");
 
-/* What a handle file holds, written once by the daemon that made it and
- * sealed (F_SEAL_WRITE, SHRINK, GROW, SEAL). A handle another kind of
- * daemon made (node or a user's, or another user's) is refused on IMPORT
- * with -EXDEV: exports do not cross daemons. */
+/* What a handle file holds, as the daemon offered it to the exporter, who
+ * wrote it and sealed the file (F_SEAL_WRITE, SHRINK, GROW, SEAL). A handle
+ * another kind of daemon offered (node or a user's, or another user's) is
+ * refused on IMPORT with -EXDEV: exports do not cross daemons. */
 #define CUFLAG_HANDLE_USER 0x80000000u
 #define CUFLAG_HANDLE_MAGIC 0x58454c46u /* "FLEX" */
 struct cuflag_handle_record {

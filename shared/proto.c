@@ -186,10 +186,11 @@ static int check_export(const struct msg_body *q, const char **reason)
 	if (q->blen != sizeof(m))
 		FAIL(-EBADMSG, "EXPORT: bad length");
 	memcpy(&m, q->body, sizeof(m));
-	if (m.flags & ~CUFLAG_EXPORT_REDECLARE)
+	if ((m.flags & ~(CUFLAG_EXPORT_REDECLARE | CUFLAG_EXPORT_DECLARE)) ||
+	    m.flags == (CUFLAG_EXPORT_REDECLARE | CUFLAG_EXPORT_DECLARE))
 		FAIL(-EINVAL, "EXPORT: unknown flags");
 	if (q->nfds != (m.flags ? 1u : 0u))
-		FAIL(-EBADMSG, "EXPORT: a redeclare needs the handle, an export no fd");
+		FAIL(-EBADMSG, "EXPORT: a (re)declare needs the handle, an export no fd");
 	return 0;
 }
 
@@ -321,7 +322,11 @@ static int reply_stuck(const struct msg_body *q, const char **reason)
 
 static int reply_export(const struct msg_body *q, const char **reason)
 {
-	return reply_sized(q, 0, 1, "EXPORT reply: a body or too many fds", reason);
+	/* The handle (or nothing, to a declare), or the record to make it of. */
+	if ((q->blen == 0 && q->nfds <= 1) ||
+	    (q->blen == sizeof(struct cuflag_handle_record) && !q->nfds))
+		return 0;
+	FAIL(-EBADMSG, "EXPORT reply: neither a handle nor a record");
 }
 
 static int reply_import(const struct msg_body *q, const char **reason)

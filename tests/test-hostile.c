@@ -628,7 +628,11 @@ static const struct bad_request bad_requests[] = {
 	{ "EXPORT body 4", EITHER, CUFLAG_MSG_EXPORT, { 0 }, 4, .want = -EBADMSG },
 	{ "EXPORT with an fd", EITHER, CUFLAG_MSG_EXPORT, { 0 }, 8, .hdr_nfds = 1, .nfds = 1,
 	  .want = -EBADMSG },
-	{ "EXPORT unknown flags", EITHER, CUFLAG_MSG_EXPORT, { 0, 2 }, 8, .want = -EINVAL },
+	{ "EXPORT unknown flags", EITHER, CUFLAG_MSG_EXPORT, { 0, 4 }, 8, .want = -EINVAL },
+	{ "EXPORT declare and redeclare", EITHER, CUFLAG_MSG_EXPORT, { 0, 3 }, 8, .hdr_nfds = 1,
+	  .nfds = 1, .want = -EINVAL },
+	{ "EXPORT declare without the handle", EITHER, CUFLAG_MSG_EXPORT, { 0, 2 }, 8,
+	  .want = -EBADMSG },
 	{ "EXPORT redeclare without the handle", EITHER, CUFLAG_MSG_EXPORT, { 0, 1 }, 8,
 	  .want = -EBADMSG },
 	{ "IMPORT body 12", EITHER, CUFLAG_MSG_IMPORT, { 0 }, 12, .hdr_nfds = 1, .nfds = 1,
@@ -1520,8 +1524,12 @@ TEST(export_refusals)
 	im.id = hr.nslots - 1;
 	msg_init(&m, CUFLAG_MSG_IMPORT, &im, sizeof(im));
 	m.h.nfds = 2;
-	expect_refusal_on(fd, "IMPORT resuming with a pipe for its eventfd", &m,
-			  (int[]){ handle, pfd[1] }, 2, -EBADF);
+	expect_refusal_on(fd, "IMPORT resuming outside a resuming session", &m,
+			  (int[]){ handle, efd }, 2, -EINVAL);
+	ex = (struct cuflag_msg_export){ .id = g[1].id, .flags = CUFLAG_EXPORT_DECLARE };
+	msg_init(&m, CUFLAG_MSG_EXPORT, &ex, sizeof(ex));
+	m.h.nfds = 1;
+	expect_refusal_on(fd, "EXPORT declare of a slot offered no handle", &m, &own, 1, -EINVAL);
 
 	/* A live handle: imported; the import cannot be exported. */
 	im = (struct cuflag_msg_import){ 0 };
