@@ -479,7 +479,7 @@ static int import_open(struct server *srv, struct session *s, struct request *re
 	if (o->resume && !o->group) {
 		if ((rc = req_take_eventfd(req, req->fds[1], "IMPORT: the fd is not an eventfd")))
 			return rc;
-	} else if (!o->group && (rc = req_new_eventfds(srv, &efd, 1))) {
+	} else if (!o->group && (rc = req_new_eventfds(srv, req, &efd, 1))) {
 		return req_refuse(req, rc,
 				  rc == -EMFILE || rc == -ENFILE ? "daemon out of fds" : "out of memory");
 	}

@@ -48,6 +48,8 @@ int req_reply_ok(struct session *s, struct request *req, const void *body, uint3
 		 const int *fds, unsigned nfds)
 {
 	int rc = request_reply(s, req->h.type, req->h.req_id, 0, body, blen, fds, nfds);
+
+	req->work.fds_sent += nfds;
 	if (rc)
 		req->why = "cannot send a reply";
 	return rc;
@@ -120,8 +122,9 @@ int req_take_eventfd(struct request *req, int fd, const char *not_eventfd)
 
 /* n eventfds below the reserve (fds come lowest first: a BIND, an ADOPT or a
  * new connection must still find room), all or none. 0 or a negative errno. */
-int req_new_eventfds(struct server *srv, int *fds, uint32_t n)
+int req_new_eventfds(struct server *srv, struct request *req, int *fds, uint32_t n)
 {
+	req->work.efds += n;
 	for (uint32_t i = 0; i < n; i++) {
 		fds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (fds[i] >= srv->fd_reserve_from) {

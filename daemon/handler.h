@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "cuflag-proto.h"
+#include "loop-price.h"
 
 struct server;
 struct session;
@@ -33,6 +34,9 @@ struct request {
 	unsigned nfds;
 	const char *why; /* for a refusal or a drop */
 	int refused;     /* req_refuse()'s err */
+	struct loop_work work; /* the fds it made the daemon handle (loop-price.h), charged
+				* to its user once it is served; the request itself is
+				* charged by the reader */
 };
 
 /* What a handler returns once it refused its request (req_refuse()). */
@@ -85,9 +89,9 @@ void request_refuse_connection(int fd, int err, const char *why);
 uint32_t req_id_batch(const struct request *req, uint32_t ids[CUFLAG_BATCH_MAX],
 		      uint32_t *group);
 
-/* n eventfds below the daemon's fd reserve, all or none: 0 or a negative
- * errno. */
-int req_new_eventfds(struct server *srv, int *fds, uint32_t n);
+/* n eventfds below the daemon's fd reserve, all or none, counted in
+ * req's work: 0 or a negative errno. */
+int req_new_eventfds(struct server *srv, struct request *req, int *fds, uint32_t n);
 
 /* Whether fd is an eventfd (and not, say, a pipe that could block us); made
  * non-blocking on the daemon's side. 0, or REQ_REFUSED (req_refuse()). */

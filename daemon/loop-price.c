@@ -4,7 +4,9 @@
 uint64_t loop_price_ns(const struct loop_prices *p, const struct loop_work *w)
 {
 	return (uint64_t)w->requests * p->request_ns + (uint64_t)w->sessions * p->session_ns +
-	       w->slots * p->slot_ns + (uint64_t)w->msgs * p->msg_ns + w->bytes * p->byte_ps / 1000u;
+	       w->slots * p->slot_ns + (uint64_t)w->msgs * p->msg_ns + w->bytes * p->byte_ps / 1000u +
+	       (uint64_t)w->efds * p->efd_ns + (uint64_t)w->fds_sent * p->fd_sent_ns +
+	       (uint64_t)w->fds_in * p->fd_in_ns;
 }
 
 void loop_budget_init(struct loop_budget *b, const struct loop_budget_cfg *c, uint64_t now_ns)

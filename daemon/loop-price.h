@@ -29,19 +29,31 @@ struct loop_work {
 	uint64_t slots;    /* slots looked at (a stuck scan reads each one's stamp) */
 	uint32_t msgs;     /* messages sent */
 	uint64_t bytes;    /* bytes sent, headers included */
+	uint32_t efds;     /* eventfds made (and closed later, by the closer) */
+	uint32_t fds_sent; /* fds passed in replies */
+	uint32_t fds_in;   /* fds received (each closed by the closer, now or later) */
 };
 
 /* Loop time, in ns, of each unit of work: a receive and dispatch, a session
  * visited (a pointer chase and a few loads), a slot's stamp read (its
  * scanner record is a cache line of its own: a walk of a user's slots
  * misses the cache on each), a send (a system call), and a byte copied into
- * the socket. */
+ * the socket; and the fds a request makes the daemon handle, whichever
+ * thread does it: an eventfd made (eventfd() 0.5-0.7 us on the 2-CPU machine
+ * of docs/RELIABILITY.md) and closed later by a closer thread (0.3 us, and
+ * the hand-over to it), an fd passed in a reply (60 ns), and an fd received
+ * (130 ns) and closed by a closer (0.2-0.3 us). The closers' work is priced
+ * here, charged to the user whose fds they close: a request that makes or
+ * hands over many fds costs what they cost, not a flat request's price
+ * (ALLOC of 64 slots: 64 eventfds made, sent and closed). */
 struct loop_prices {
 	uint32_t request_ns, session_ns, slot_ns, msg_ns, byte_ps; /* byte: picoseconds */
+	uint32_t efd_ns, fd_sent_ns, fd_in_ns;
 };
 #define LOOP_PRICES_DEFAULT                                                                \
 	((struct loop_prices){ .request_ns = 1500, .session_ns = 20, .slot_ns = 10,           \
-			       .msg_ns = 1500, .byte_ps = 250 })
+			       .msg_ns = 1500, .byte_ps = 250, .efd_ns = 1500,                 \
+			       .fd_sent_ns = 200, .fd_in_ns = 800 })
 
 /* A user's share of the loop: rate_ns of loop time each second, up to
  * burst_ns saved. */

@@ -8,6 +8,7 @@
 
 #include "attach.h"
 #include "config.h"
+#include "answer.h"
 #include "export.h"
 #include "fdpass.h"
 #include "proto.h"
@@ -55,7 +56,7 @@ static int alloc_slots(struct server *srv, struct session *s, struct request *re
 	}
 	for (uint32_t i = 0; i < m.count; i++)
 		fds[i] = -1;
-	rc = m.group ? 0 : req_new_eventfds(srv, fds, m.count);
+	rc = m.group ? 0 : req_new_eventfds(srv, req, fds, m.count);
 	if (!rc && (rc = slot_table_reserve(t, m.count)))
 		cuflag_close_fds(fds, m.count);
 	if (rc) {
@@ -84,7 +85,8 @@ static int req_alloc(struct server *srv, struct session *s, struct request *req)
 	return alloc_slots(srv, s, req, 1);
 }
 
-static struct req_verdict request_finish(struct session *s, struct request *req, int rc);
+static struct req_verdict request_finish(struct server *srv, struct session *s,
+					 struct request *req, int rc);
 
 struct req_verdict request_retry_parked(struct server *srv, struct session *s, int may_park)
 {
@@ -94,7 +96,7 @@ struct req_verdict request_retry_parked(struct server *srv, struct session *s, i
 
 	s->parked = NULL;
 	memcpy(&req.h, msg, sizeof(req.h));
-	v = request_finish(s, &req, alloc_slots(srv, s, &req, may_park));
+	v = request_finish(srv, s, &req, alloc_slots(srv, s, &req, may_park));
 	free(msg);
 	return v;
 }
@@ -251,7 +253,7 @@ static const char *out_of_order(enum req_stage stage)
 struct req_verdict request_dispatch(struct server *srv, struct session *s, const uint8_t *buf,
 				    size_t len, int *fds, unsigned nfds)
 {
-	struct request req = { .fds = fds, .nfds = nfds };
+	struct request req = { .fds = fds, .nfds = nfds, .work = { .fds_in = nfds } };
 	const struct req_method *m;
 	uint64_t now = cuflag_now_ms();
 	int rc = cuflag_request_check(buf, len, nfds, &req.why);
@@ -275,13 +277,16 @@ struct req_verdict request_dispatch(struct server *srv, struct session *s, const
 			rc = m->fn(srv, s, &req);
 		}
 	}
-	return request_finish(s, &req, rc);
+	return request_finish(srv, s, &req, rc);
 }
 
 /* What a handler returned, answered: the one place error replies are sent
  * for a request, and its verdict given (the session's owner drops). */
-static struct req_verdict request_finish(struct session *s, struct request *req, int rc)
+static struct req_verdict request_finish(struct server *srv, struct session *s,
+					 struct request *req, int rc)
 {
+	/* What it made the daemon do with fds, on whichever thread. */
+	answer_charge(srv, s, &req->work);
 	if (rc > 0) {
 		assert(rc == REQ_REFUSED);
 		ulog(LOG_WARNING, s, "request %u refused: %s (%s)", req->h.type, req->why,
