@@ -26,8 +26,8 @@ int budget_charge(struct write_budget *b, const struct write_budget_cfg *cfg, ui
 	b->last_costly_ns = cost_ns;
 	b->costly_at_ns[b->costly_n++ % WRITE_BUDGET_OFTEN] = now_ns;
 	b->level_ns += cost_ns - cfg->allowance_ns;
-	if (!(b->dropped_at_ns && now_ns - b->dropped_at_ns < WRITE_BUDGET_REPEAT_NS) &&
-	    !(b->level_ns > cfg->cap_ns && b->held >= WRITE_BUDGET_STREAK))
+	b->repeat = b->dropped_at_ns && now_ns - b->dropped_at_ns < WRITE_BUDGET_REPEAT_NS;
+	if (!b->repeat && !(b->level_ns > cfg->cap_ns && b->held >= WRITE_BUDGET_STREAK))
 		return 0;
 	b->dropped_at_ns = now_ns;
 	if (b->suspect_until_ns < now_ns + WRITE_BUDGET_REPEAT_NS)

@@ -22,7 +22,10 @@
  * goes over cap_ns (--write-budget-us) is dropped, provided the level holds
  * WRITE_BUDGET_STREAK costly writes or more (it was not empty between them):
  * one write is no proof (a loaded virtual machine has charged an honest one
- * milliseconds of the thread's CPU, interrupts taken inside it included),
+ * milliseconds of the thread's CPU, interrupts taken inside it included, and
+ * a host without steal accounting charges the time the scanner's virtual CPU
+ * was away; so the client whose write it was must also have made costly
+ * writes by its own count: budget_own_costly),
  * while watchers cost every write to their eventfd, again and again. A user
  * dropped so is proven: for WRITE_BUDGET_REPEAT_NS its writes are timed on
  * the CPU clock and its first costly one drops again (a new connection with
@@ -77,10 +80,47 @@ struct write_budget {
 	uint32_t streak;           /* CPU-timed costly writes in a row */
 	uint64_t last_costly_ns;   /* what the last costly write cost */
 	uint64_t dropped_at_ns;    /* when its writes last dropped it (0: never) */
+	int repeat;                /* the last drop was by WRITE_BUDGET_REPEAT_NS */
 	/* When the last WRITE_BUDGET_OFTEN costly writes were (a ring). */
 	uint64_t costly_at_ns[WRITE_BUDGET_OFTEN];
 	uint32_t costly_n;
 };
+
+/* One client's own writes, cheap and costly (CPU-timed over the allowance),
+ * for the verdict (budget_own_costly). */
+struct write_tally {
+	uint64_t cheap, costly;
+};
+
+/* A write of the client's was charged cost_ns (its CPU time when costly). */
+static inline void budget_tally(struct write_tally *t, uint64_t cost_ns, uint64_t allowance_ns)
+{
+	if (cost_ns > allowance_ns)
+		t->costly++;
+	else
+		t->cheap++;
+}
+
+/* Share of a client's writes that must be costly by its own count before
+ * its user's budget may drop it (1 in WRITE_BUDGET_OWN_SHARE or more). */
+#define WRITE_BUDGET_OWN_SHARE 16
+
+/*
+ * Whether a client whose write took its user over the budget is to be
+ * dropped, by its own writes: it made WRITE_BUDGET_STREAK costly ones (one,
+ * where repeat: its user was dropped for its writes lately, budget.h's
+ * WRITE_BUDGET_REPEAT_NS), and at least one in WRITE_BUDGET_OWN_SHARE of its
+ * writes was costly. A thread's CPU clock runs on while a virtual CPU is
+ * descheduled on a host that accounts no steal time: a client whose writes
+ * are cheap by its own count, with a few of them charged for the scanner's
+ * time away, is no attacker and stays, however its user's level stands;
+ * an eventfd in many epolls makes every write to it costly.
+ */
+static inline int budget_own_costly(const struct write_tally *t, int repeat)
+{
+	return t->costly >= (repeat ? 1u : (uint64_t)WRITE_BUDGET_STREAK) &&
+	       t->costly * WRITE_BUDGET_OWN_SHARE >= t->cheap;
+}
 
 /* How many of the user's last WRITE_BUDGET_OFTEN costly writes came within
  * WRITE_BUDGET_OFTEN_NS before now_ns (for the log). */

@@ -37,7 +37,7 @@ void scan_drop_if_over_share(struct scanner *sc, struct scanner_session *ss)
 {
 	struct fair_share *f = &ss->user->share;
 
-	if (!share_carried_too_long(f, sc->now))
+	if (!share_carried_too_long(f, sc->now) || !budget_own_costly(&ss->tally, 0))
 		return;
 	ss->cost_ns = f->carried_cost_ns;
 	ss->cost_writes = f->carried_writes > UINT32_MAX ? UINT32_MAX

@@ -167,6 +167,10 @@ enum scanner_broken efd_write(struct scanner *sc, struct scanner_session *ss, in
 	enum scanner_broken why = police_write(&sc->police, u, efd, v, &cost);
 
 	share_charge(&u->share, cost);
+	budget_tally(&ss->tally, cost, sc->cfg.budget.allowance_ns);
+	/* Its user over the budget, but its own writes cheap: it stays. */
+	if (why == BROKEN_COST && !budget_own_costly(&ss->tally, u->budget.repeat))
+		why = BROKEN_NONE;
 	if (why == BROKEN_COST) {
 		/* The write that took its user over the budget (budget.h). */
 		ss->cost_ns = u->budget.last_costly_ns;

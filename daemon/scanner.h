@@ -140,6 +140,7 @@ struct scanner_session {
 	 * cost_share set: it wanted more than its share for too long
 	 * (fair-share.h); cost_ns and cost_writes: its writes meanwhile. */
 	uint64_t cost_ns;
+	struct write_tally tally; /* its own writes, for the verdict (budget.h) */
 	uint32_t cost_writes, cost_streak, cost_lately;
 	uint8_t cost_share;
 	struct latency_hist done_hist; /* arm -> done of its completions (metrics) */

@@ -198,6 +198,78 @@ START_TEST(test_costly_between_cheap_dropped)
 }
 END_TEST
 
+/* The verdict as the scanner gives it (scanner.c efd_write): the user's
+ * budget, then the client's own count. Whether the client is dropped. */
+static int over_budget; /* the user's budget alone would have dropped it */
+
+static int client_write(struct write_budget *b, struct write_tally *own,
+			const struct write_budget_cfg *cfg, uint64_t *t, uint64_t wall_ns,
+			uint64_t cpu_ns)
+{
+	int cpu = budget_suspect(b, *t);
+	int over = write_at(b, cfg, t, wall_ns, cpu_ns);
+
+	over_budget |= over;
+	budget_tally(own, cpu ? cpu_ns : (wall_ns < ALLOW ? wall_ns : ALLOW), ALLOW);
+	return over && budget_own_costly(own, b->repeat);
+}
+
+START_TEST(test_descheduled_scanner_drops_nobody)
+{
+	struct write_budget b = { 0 };
+	struct write_tally own = { 0 };
+	struct write_budget_cfg cfg = CFG(2 * MS);
+	uint64_t t = 1000 * MS;
+
+	over_budget = 0;
+	/* An honest poll() client, a completion every 200 us, on a virtual
+	 * machine whose host accounts no steal time: now and then the
+	 * scanner's virtual CPU is away in a write, 5-8 ms of it counted as
+	 * the write's CPU time, three times within 40 ms. Its user's level
+	 * runs over the budget, but by its own count its writes are cheap:
+	 * never dropped, and its next connection neither. */
+	for (int i = 0; i < 100000; i++) {
+		int away = i % 2000 == 0 || i % 2000 == 100 || i % 2000 == 200;
+		uint64_t c = away ? (5 + (uint64_t)i % 4) * MS : 3 * US;
+		ck_assert_int_eq(client_write(&b, &own, &cfg, &t, c, c), 0);
+		t += 200 * US;
+		if (i == 50000)
+			own = (struct write_tally){ 0 }; /* it connects again */
+	}
+	ck_assert_int_eq(over_budget, 1);
+	ck_assert_uint_gt(own.costly, 0);
+}
+END_TEST
+
+START_TEST(test_costly_client_dropped_by_its_count)
+{
+	struct write_budget b = { 0 };
+	struct write_tally own = { 0 }, again = { 0 };
+	struct write_budget_cfg cfg = CFG(2 * MS);
+	uint64_t t = 1000 * MS;
+	int writes = 0;
+
+	/* An eventfd in 18 000 epolls: every write of the client's is costly
+	 * by its own count, and it is dropped at its third... */
+	while (!client_write(&b, &own, &cfg, &t, 1300 * US, 1300 * US))
+		ck_assert_int_lt(++writes, 10);
+	ck_assert_uint_ge(own.costly, WRITE_BUDGET_STREAK);
+	/* ... and its next connection with the same watchers at its first. */
+	t += 10 * MS;
+	ck_assert_int_eq(client_write(&b, &again, &cfg, &t, 1300 * US, 1300 * US), 1);
+	/* A client mixing cheap writes in (one costly in eight) still is. */
+	struct write_budget b2 = { 0 };
+	struct write_tally mixed = { 0 };
+	int dropped = 0;
+	for (int i = 0; i < 400 && !dropped; i++) {
+		dropped = client_write(&b2, &mixed, &cfg, &t, i % 8 ? 2 * US : 1300 * US,
+				       i % 8 ? 2 * US : 1300 * US);
+		t += 100 * US;
+	}
+	ck_assert_int_eq(dropped, 1);
+}
+END_TEST
+
 START_TEST(test_drains_at_a_tenth)
 {
 	struct write_budget b = { 0 };
@@ -249,6 +321,8 @@ int main(void)
 				       test_slow_honest_writes_free,
 				       test_costly_between_cheap_dropped,
 				       test_drains_at_a_tenth,
+				       test_descheduled_scanner_drops_nobody,
+				       test_costly_client_dropped_by_its_count,
 				       test_low_budget,
 				       NULL };
 	return unit_run("budget", tests);
