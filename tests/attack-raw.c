@@ -44,8 +44,8 @@ int raw_open(struct raw_sess *r)
 
 /* One request, its reply: the status (-EPIPE when none came); up to cap
  * bytes of the reply's body into out. */
-static int call(struct raw_sess *r, uint16_t type, const void *body, uint32_t blen,
-		const int *fds, unsigned nfds, void *out, size_t cap)
+int raw_call(struct raw_sess *r, uint16_t type, const void *body, uint32_t blen, const int *fds,
+	     unsigned nfds, void *out, size_t cap)
 {
 	uint8_t buf[CUFLAG_MSG_MAX];
 	struct cuflag_msg_hdr h;
@@ -78,7 +78,7 @@ int raw_attach(struct raw_sess *r, uint32_t slots, uint64_t epoch)
 	r->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	fds[0] = r->region;
 	fds[1] = r->wake;
-	return call(r, CUFLAG_MSG_ATTACH, &m, sizeof(m), fds, 2, NULL, 0);
+	return raw_call(r, CUFLAG_MSG_ATTACH, &m, sizeof(m), fds, 2, NULL, 0);
 }
 
 int raw_group(struct raw_sess *r, uint32_t g)
@@ -86,7 +86,7 @@ int raw_group(struct raw_sess *r, uint32_t g)
 	struct cuflag_msg_group m = { .id = g };
 
 	r->group_efd[g] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	return call(r, CUFLAG_MSG_GROUP, &m, sizeof(m), &r->group_efd[g], 1, NULL, 0);
+	return raw_call(r, CUFLAG_MSG_GROUP, &m, sizeof(m), &r->group_efd[g], 1, NULL, 0);
 }
 
 /* FREE and ADOPT share one layout: count, a word, ids. */
@@ -96,7 +96,7 @@ static int id_batch(struct raw_sess *r, uint16_t type, uint32_t word, const uint
 	struct cuflag_msg_adopt m = { .count = n, .group = word };
 
 	memcpy(m.ids, ids, n * sizeof(*ids));
-	return call(r, type, &m, (uint32_t)cuflag_id_batch_len(n), NULL, 0, NULL, 0);
+	return raw_call(r, type, &m, (uint32_t)cuflag_id_batch_len(n), NULL, 0, NULL, 0);
 }
 
 int raw_adopt_grouped(struct raw_sess *r, uint32_t g, const uint32_t *ids, uint32_t n)
@@ -113,7 +113,7 @@ int raw_alloc_grouped(struct raw_sess *r, uint32_t g, uint32_t n, struct cuflag_
 {
 	struct cuflag_msg_alloc m = { .count = n, .group = g + 1 };
 	struct cuflag_msg_alloc_reply rep;
-	int st = call(r, CUFLAG_MSG_ALLOC, &m, sizeof(m), NULL, 0, &rep, sizeof(rep));
+	int st = raw_call(r, CUFLAG_MSG_ALLOC, &m, sizeof(m), NULL, 0, &rep, sizeof(rep));
 
 	if (!st && rep.count != n)
 		return -EPROTO;

@@ -32,6 +32,10 @@ struct raw_sess {
 /* Connect, HELLO, make and map a region for the layout offered (not yet
  * attached: its slot states may be written first). 0 or -errno. */
 int raw_open(struct raw_sess *r);
+/* One request of type with body and fds, its reply: the status (-EPIPE when
+ * none came); up to cap bytes of the reply's body into out, its fds closed. */
+int raw_call(struct raw_sess *r, uint16_t type, const void *body, uint32_t blen, const int *fds,
+	     unsigned nfds, void *out, size_t cap);
 /* ATTACH the region: slots > 0 resumes (that many ADOPTs to follow). The
  * reply's status. */
 int raw_attach(struct raw_sess *r, uint32_t slots, uint64_t epoch);

@@ -31,6 +31,12 @@ void attack_free_rewind(void);
 void attack_stuck_flood(void);
 void attack_metrics_flood(void);
 void attack_scale_pending(void);
+void attack_import_fanout(void);
+void attack_import_watched(void);
+void attack_handle_memory(void);
+void attack_cold_churn(void);
+void attack_request_price(void);
+void attack_honest_poll(void);
 
 /* The attacker's rounds: connect, misbehave until dropped, again, until its
  * user is cooled down (-EBUSY). Shared by the attacks that must end so. */

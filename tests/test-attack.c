@@ -76,6 +76,12 @@ static const struct {
 	{ "stuck-flood", attack_stuck_flood, stuck_soon },
 	{ "metrics-flood", attack_metrics_flood, stuck_soon },
 	{ "scale-pending", attack_scale_pending, no_args },
+	{ "import-fanout", attack_import_fanout, no_args },
+	{ "import-watched", attack_import_watched, low_budget },
+	{ "handle-memory", attack_handle_memory, no_args },
+	{ "cold-churn", attack_cold_churn, no_args },
+	{ "request-price", attack_request_price, no_args },
+	{ "honest-poll", attack_honest_poll, low_budget },
 };
 
 void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg)
