@@ -80,8 +80,10 @@ static void accepted_request(const uint8_t *m, size_t len, unsigned nfds)
 		break;
 	case CUFLAG_MSG_EXPORT:
 		CHECK(blen == sizeof(struct cuflag_msg_export));
-		CHECK((rd32(m + 20) & ~CUFLAG_EXPORT_REDECLARE) == 0);
-		CHECK(nfds == (rd32(m + 20) ? 1u : 0u)); /* a redeclare hands the handle back */
+		CHECK((rd32(m + 20) & ~(CUFLAG_EXPORT_REDECLARE | CUFLAG_EXPORT_DECLARE)) == 0);
+		CHECK(rd32(m + 20) != (CUFLAG_EXPORT_REDECLARE | CUFLAG_EXPORT_DECLARE));
+		/* A (re)declare hands the handle over. */
+		CHECK(nfds == (rd32(m + 20) ? 1u : 0u));
 		break;
 	case CUFLAG_MSG_IMPORT: {
 		uint32_t group = rd32(m + 16), flags = rd32(m + 20);
