@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CUFLAG_PROTO_VERSION 2u
+#define CUFLAG_PROTO_VERSION 3u
 
 /* ------------------------------------------------------------------ */
 /* Wire messages                                                       */

@@ -21,7 +21,7 @@ SLOT_HOLDER = os.environ["SLOT_HOLDER"]
 
 def check_settings(sock):
     st = ctl_json(sock, "stats")
-    expect(st["protocol"] == 2, "protocol 2")
+    expect(st["protocol"] == 3, "protocol 3")
     expect(st["slab"] == "memfd", "memfd slab")
     expect(st["max_clients"] == 7, "max_clients from the command line")
     expect(st["slots_per_client"] == 16, "slots_per_client from the command line")

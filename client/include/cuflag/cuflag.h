@@ -523,11 +523,15 @@ CUFLAG_API int cuflag_group_drain(cuflag_group *g, struct cuflag_completion *out
  * @fd: set to the new fd (close-on-exec).
  *
  * Pass it over a Unix socket (SCM_RIGHTS) or by fork(2). Any number of
- * exports may be made; each gives a new fd for the same handle. Closing it
- * changes nothing for the slot; when the slot is released (or its client
- * disconnects, exits or is dropped) every import of it ends (-EPIPE there).
+ * exports may be made; each gives a new fd for the same handle (a sealed
+ * memfd this library makes of what the daemon offers: its memory is this
+ * process's). Closing it changes nothing for the slot; when the slot is
+ * released (or its client disconnects, exits or is dropped) every import of
+ * it ends (-EPIPE there). Each slot exported counts against the user's fd
+ * quota until the client disconnects, released or not.
  * Return: 0, -EINVAL (NULL), -EPERM (@s was imported), -ECHILD (in a child
- * of fork), -EMFILE or -ENFILE (no fd left, here or in the daemon), -ENOMEM,
+ * of fork), -EMFILE or -ENFILE (no fd left, here or in the daemon), -EDQUOT
+ * (the user's fd quota, slots exported by this client included), -ENOMEM,
  * -ENOTCONN (no daemon came back in time), or another negative errno of the
  * connection.
  */
@@ -559,8 +563,9 @@ CUFLAG_API int cuflag_slot_export(cuflag_slot *s, int *fd);
  * another daemon's: the node daemon's and a user's own, or two users' own,
  * share no exports; connect both processes to the same daemon), -EBADF (@fd
  * is not open),
- * -ENOSPC (the client holds slots-per-client slots), -EDQUOT or -EMFILE
- * (the user's fd quota or share), -ECHILD, -ENOMEM, -ENOTCONN, or another
+ * -ENOSPC (the client holds slots-per-client slots), -EDQUOT (the user's
+ * fd quota, or 64 imports of that slot or 1024 of the user's held already),
+ * -EMFILE (the user's share of fds), -ECHILD, -ENOMEM, -ENOTCONN, or another
  * negative errno of the connection.
  */
 CUFLAG_API int cuflag_slot_import(cuflag_client *c, int fd, cuflag_slot **out);
