@@ -209,7 +209,7 @@ def check_errors(tmp, sock):
     expect(ctl("--help").stdout.startswith("Usage:"), "--help")
     # $CUFLAG_SOCKET is the default socket.
     r = ctl("status", "--json", env=dict(os.environ, CUFLAG_SOCKET=sock))
-    expect(json.loads(r.stdout)["protocol"] == 2, "$CUFLAG_SOCKET")
+    expect(json.loads(r.stdout)["protocol"] == 3, "$CUFLAG_SOCKET")
 
 
 def main():
