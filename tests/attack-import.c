@@ -15,6 +15,11 @@
  *   eventfd in 16 000 epolls, the slot completed again and again: each
  *   doorbell a write that costs milliseconds. The importer is a costly writer
  *   like any other: dropped, logged, and its user cooled down.
+ * - resume-phantom: IMPORT RESUME from a session that never resumed (a
+ *   daemon used to take it), and from one that claims to, its record of the
+ *   slot scribbled 2^31 - 1 behind the exporter's value (a daemon used to
+ *   write 2 147 483 647 phantom completions to its eventfd): refused, and owed
+ *   nothing; what the exporter completes after counted exactly.
  * - handle-memory: export a slot, map the handle, free the slot, again and
  *   again for 2.5 s (reconnecting when the daemon says no more), with the
  *   daemon's cgroup held to 256 MiB. The handles are the attacker's files
@@ -449,4 +454,114 @@ void attack_handle_memory(void)
 	/* Measured once the attacker has left: memory back, fds back. */
 	window_close(&w);
 	(void)daemon_mem_limit(-1);
+}
+
+/* ---- resume-phantom ---- */
+
+#define PHANTOM_SLOT 5
+#define PHANTOM_DONE 100 /* completions of the exporter's before the resume */
+#define PHANTOM_AFTER 10 /* and after: the importer must count exactly these */
+
+struct phantom {
+	_Atomic int err, err_step, fresh_refused, resumed, exact;
+	_Atomic long long phantom, counted;
+};
+
+static int complete_n(cuflag_slot *s, int n, uint32_t *last)
+{
+	int rc = 0;
+
+	for (int i = 0; i < n && !rc; i++)
+		if (!(rc = cuflag_slot_arm(s, last)))
+			sim_store(cuflag_slot_flag(s), *last);
+	return rc ? rc : cuflag_slot_wait(s, *last, 2000);
+}
+
+/* IMPORT RESUME of handle into slot PHANTOM_SLOT of r, with eventfd efd. */
+static int import_resume_raw(struct raw_sess *r, int handle, int efd)
+{
+	struct cuflag_msg_import im = { .flags = CUFLAG_IMPORT_RESUME, .id = PHANTOM_SLOT };
+	struct cuflag_slot_grant g;
+
+	return raw_call(r, CUFLAG_MSG_IMPORT, &im, sizeof(im), (int[]){ handle, efd }, 2, &g,
+			sizeof(g));
+}
+
+static void phantom_main(void *arg)
+{
+	struct phantom *ph = arg;
+	struct raw_sess fresh, res;
+	cuflag_client *c;
+	cuflag_slot *ex;
+	uint32_t last = 0;
+	uint64_t n = 0;
+	int fd, efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), rc;
+
+	if ((rc = cuflag_connect(attack_daemon.sock, &c)) || (rc = cuflag_slot_acquire(c, &ex)) ||
+	    (rc = cuflag_slot_export(ex, &fd)) || (rc = complete_n(ex, PHANTOM_DONE, &last))) {
+		atomic_store(&ph->err_step, 1);
+		atomic_store(&ph->err, rc);
+		return;
+	}
+	/* A session that never resumed may not IMPORT RESUME. */
+	if (!(rc = raw_open(&fresh)) && !(rc = raw_attach(&fresh, 0, 0)))
+		atomic_store(&ph->fresh_refused, import_resume_raw(&fresh, fd, efd) == -EINVAL);
+	raw_close(&fresh);
+	/* One that claims to resume, its record of the slot scribbled 2^31 - 1
+	 * behind the exporter's value: owed nothing. */
+	if ((rc = raw_open(&res))) {
+		atomic_store(&ph->err_step, 2);
+		atomic_store(&ph->err, rc);
+		return;
+	}
+	res.states[PHANTOM_SLOT].signalled = last - 0x7fffffffu;
+	res.states[PHANTOM_SLOT].armed = CUFLAG_IMPORT_LINKED;
+	if ((rc = raw_attach(&res, 0, 0x5eed)) || (rc = import_resume_raw(&res, fd, efd))) {
+		atomic_store(&ph->err_step, 3);
+		atomic_store(&ph->err, rc);
+	} else {
+		atomic_store(&ph->resumed, 1);
+		usleep(100000);
+		if (read(efd, &n, sizeof(n)) == sizeof(n))
+			atomic_store(&ph->phantom, (long long)n);
+		if ((rc = complete_n(ex, PHANTOM_AFTER, &last)) == 0) {
+			for (int i = 0; i < 200 && res.states[PHANTOM_SLOT].signalled != last; i++)
+				usleep(5000);
+			n = 0;
+			(void)!read(efd, &n, sizeof(n));
+			atomic_store(&ph->counted, (long long)n);
+			atomic_store(&ph->exact, res.states[PHANTOM_SLOT].signalled == last);
+		}
+	}
+	raw_close(&res);
+	close(efd);
+	close(fd);
+	cuflag_disconnect(c);
+}
+
+void attack_resume_phantom(void)
+{
+	struct phantom *ph = shm_alloc(sizeof(*ph));
+	struct window w;
+
+	window_open(&w, "IMPORT RESUME outside a resume, and with its record 2^31 - 1 behind");
+	attacker_run(w.name, 19, phantom_main, ph, 30000);
+	snprintf(w.outcome, sizeof(w.outcome),
+		 "outside a resume: %s; claiming one, record scribbled: %s, phantom completions "
+		 "%lld, then %lld counted of %d, record %s",
+		 atomic_load(&ph->fresh_refused) ? "refused" : "taken",
+		 atomic_load(&ph->resumed) ? "taken" : "refused", atomic_load(&ph->phantom),
+		 atomic_load(&ph->counted), PHANTOM_AFTER,
+		 atomic_load(&ph->exact) ? "exact" : "wrong");
+	if (atomic_load(&ph->err))
+		fail("%s: the attacker's step %d failed: %s", w.name, atomic_load(&ph->err_step),
+		     strerror(-atomic_load(&ph->err)));
+	if (!atomic_load(&ph->fresh_refused))
+		fail("%s: IMPORT RESUME taken in a session that never resumed", w.name);
+	if (atomic_load(&ph->phantom))
+		fail("%s: %lld phantom completions", w.name, atomic_load(&ph->phantom));
+	if (atomic_load(&ph->counted) != PHANTOM_AFTER || !atomic_load(&ph->exact))
+		fail("%s: %lld counted of %d after the resume", w.name, atomic_load(&ph->counted),
+		     PHANTOM_AFTER);
+	window_close(&w);
 }

@@ -37,6 +37,7 @@ void attack_handle_memory(void);
 void attack_cold_churn(void);
 void attack_request_price(void);
 void attack_honest_poll(void);
+void attack_resume_phantom(void);
 
 /* The attacker's rounds: connect, misbehave until dropped, again, until its
  * user is cooled down (-EBUSY). Shared by the attacks that must end so. */

@@ -82,6 +82,7 @@ static const struct {
 	{ "cold-churn", attack_cold_churn, no_args },
 	{ "request-price", attack_request_price, no_args },
 	{ "honest-poll", attack_honest_poll, low_budget },
+	{ "resume-phantom", attack_resume_phantom, no_args },
 };
 
 void rounds_run(struct rounds *r, int n, int (*round)(void *), void *arg)
