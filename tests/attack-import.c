@@ -203,7 +203,7 @@ void attack_import_fanout(void)
 
 	for (int k = 0; k < FAN_USERS; k++) {
 		a[k] = (struct fan_arg){ f, &f->u[k] };
-		pid[k] = spawn_user(fan_uids[k], 0, fan_main, &a[k]);
+		pid[k] = spawn_user(fan_uids[k], 19, fan_main, &a[k]);
 	}
 	for (int k = 0; k < FAN_USERS; k++)
 		wait_flag(&f->u[k].ready, 1, 60000);

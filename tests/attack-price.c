@@ -168,7 +168,7 @@ void attack_request_price(void)
 
 	for (int k = 0; k < PRICE_USERS; k++) {
 		a[k] = (struct price_arg){ p, &p->u[k] };
-		pid[k] = spawn_user(price_uids[k], 0, price_main, &a[k]);
+		pid[k] = spawn_user(price_uids[k], 19, price_main, &a[k]);
 	}
 	for (int k = 0; k < PRICE_USERS; k++)
 		wait_flag(&p->u[k].ready, 1, 60000);
