@@ -185,6 +185,8 @@ void attack_cold_churn(void)
 	struct window w;
 	pid_t att, late;
 
+	/* At nice 0: the churn must run between passes to race the sweep (at
+	 * nice 19 the old sweep held; bench-log/2026-12-07-imports-sweep-handles.md). */
 	att = spawn_user(UID_ATTACKER, 0, churn_main, ch);
 	late = spawn_user(UID_LATE, 0, late_main, ch);
 	wait_flag(&ch->ready, 1, 60000);
