@@ -136,6 +136,7 @@ void listener_close(struct server *srv)
 	srv->listen_fd = safe_close(srv->listen_fd);
 	if (srv->unlink_path)
 		unlink(srv->unlink_path);
+	srv->unlink_path = NULL; /* once: the path may be another daemon's next */
 }
 
 /* ---------------------------------------------------------------- */

@@ -28,7 +28,8 @@ void listener_on_accept(struct server *srv);
 /* Every tick: look at the socket again if it was left for want of fds. */
 void listener_tick(struct server *srv);
 
-/* At exit: close it, and remove the socket file cuflagd made. */
+/* At exit: close it, and remove the socket file cuflagd made (once: a
+ * second call does nothing). */
 void listener_close(struct server *srv);
 
 #endif

@@ -84,6 +84,10 @@ static void exit_if_idle(struct server *srv, uint64_t now)
 		return;
 	}
 	log_notice("no connection for %u s: exiting (--exit-idle)", srv->cfg->exit_idle_s);
+	/* The socket goes first: a client that comes while the rest winds down
+	 * finds none and starts the next daemon, which waits for our lock
+	 * (user-mode.h) instead of connecting to one that no longer accepts. */
+	listener_close(srv);
 	srv->stopping = 1;
 }
 
