@@ -14,6 +14,7 @@ await only ever waits for an eventfd to ring, and then looks at its flag.
 
 import asyncio
 import errno
+import time
 
 from . import _lib
 from . import _timeout
@@ -202,8 +203,10 @@ def bound_elsewhere(reader, loop):
 def spin(slot, target, spin_us):
     """Look at the flag for up to spin_us microseconds; True once it is
     there. It holds up the loop meanwhile: a completion that lands within
-    the budget costs no wake-up."""
-    now = asyncio.get_running_loop().time
+    the budget costs no wake-up. Timed by the system's monotonic clock, not
+    the loop's: uvloop's loop.time() moves in whole milliseconds (libuv's),
+    and a 50 us budget timed by it spun up to a millisecond."""
+    now = time.monotonic
     end = now() + spin_us * 1e-6
     while not landed(slot.flag, target):
         if now() >= end:
