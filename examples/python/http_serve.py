@@ -359,11 +359,11 @@ async def serve(args, ready):
     from aiohttp import web
     import cuflag
 
-    client = cuflag.Client(args.socket) if args.mode == "cuflag" else None
     device = None
     if args.device == "gpu":
-        entries = gpu_pool(args)
-    else:
+        entries = gpu_pool(args)  # first: without PyTorch, say so before connecting
+    client = cuflag.Client(args.socket) if args.mode == "cuflag" else None
+    if args.device == "sim":
         device = SimDevice()
         slots = client.acquire_many(args.streams) if client is not None else [None] * args.streams
         entries = [SimEntry(device, args.work_us * 1e-6, s) for s in slots]
