@@ -55,7 +55,7 @@ import threading
 import time
 
 import cuflag
-from serve import cpu_seconds, daemon_pid, percentile
+from serve import cpu_seconds, percentile
 
 SKIP = 77
 MODES = ("asyncio", "gpu-wait", "ipc-event", "ipc-poll", "poll-byte")
@@ -184,8 +184,17 @@ class SimDevice:
             finish()
 
 
-def prefill(chan, page, args, dpid, child):
+def peer_pid(fd):
+    """The pid at the other end of a Unix socket: the client's cuflagd,
+    whichever it connected to ($CUFLAG_SOCKET, the node's, a user's)."""
+    with socket.socket(fileno=os.dup(fd)) as s:
+        creds = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[0]
+
+
+def prefill(chan, page, args, child):
     with cuflag.Client() as client:
+        dpid = peer_pid(client.fd)
         slot = client.acquire()
         fd = slot.export()
         extra = b""
@@ -503,7 +512,6 @@ def main():
             return SKIP
     else:
         need_gpu()
-    dpid = daemon_pid(os.environ.get("CUFLAG_SOCKET") or "/run/cuflagd/cuflagd.sock")
     page = mmap.mmap(-1, PAGE)  # shared: both processes see it after the fork
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     # Two processes, each starting CUDA on its own after the fork.
@@ -522,7 +530,7 @@ def main():
         os._exit(code)
     b.close()
     try:
-        results = prefill(a, page, args, dpid, pid)
+        results = prefill(a, page, args, pid)
     except (AssertionError, OSError, EOFError) as e:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
