@@ -9,9 +9,9 @@
 #     uvloop, driven by examples/python/loadgen.py at concurrency 1, 8, 64,
 #     256 and at 20, 50, 90 % of each loop's best peak, ROUNDS rounds taken
 #     in turn: serve.json
-# Logs and the JSON go to $OUT (default ./serve-bench-logs); copy the JSON to
-# docs/bench-data/ (serve-h200.json, pipeline-h200.json) and run
-# scripts/bench-tables.py to write the tables.
+# Logs and the JSON go to $OUT (default ./serve-bench-logs); then, here,
+# bench/serve/record.py OUT TAG "MACHINE" records them in docs/bench-data/
+# (serve-TAG.json, pipeline-TAG.json) and writes the tables (docs/serving.md).
 #   OUT=dir ROUNDS=5 DEVICE=gpu COMMIT=$(git rev-parse --short HEAD) scripts/serve-bench.sh
 # DEVICE=sim runs the same without a GPU (the simulated device; pipeline in
 # its two modes that need none): for trying the script, not for figures.

@@ -40,7 +40,6 @@ import argparse
 import asyncio
 import ctypes
 import heapq
-import json
 import os
 import signal
 import sys
