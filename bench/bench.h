@@ -2,7 +2,7 @@
 /*
  * cuflag-bench: the published tables, cuflag against its baselines in one
  * run. Its modes and the scanner-cost rows; everything they measure with
- * comes from the harness it shares with the experiments (tests/perf/perf.h).
+ * comes from the harness it shares with the experiments (bench/harness/perf.h).
  */
 #ifndef CUFLAG_BENCH_H
 #define CUFLAG_BENCH_H

@@ -2,7 +2,7 @@
 /*
  * --mode cpu: the simulated device (a thread that stores the target into the
  * flag with a release store) against three ways of waking a blocked waiter,
- * by the timed-wake method of tests/perf/wake.h:
+ * by the timed-wake method of bench/harness/wake.h:
  *   eventfd-direct  the storing thread also writes an eventfd (the floor)
  *   inproc-scanner  a scanner thread in this process (the seed's design)
  *   cuflagd         the real daemon, a separate process, scanning our region

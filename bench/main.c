@@ -2,7 +2,7 @@
 /*
  * cuflag-bench: measure cuflag against its baselines in one run and print
  * latency percentiles, completions per second, daemon CPU and the ratios.
- * This file: the options of its own (the rest: tests/perf/opts.c), the run.
+ * This file: the options of its own (the rest: bench/harness/opts.c), the run.
  */
 #include <stdio.h>
 #include <string.h>

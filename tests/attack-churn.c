@@ -8,7 +8,7 @@
  * slots are pending long, cold, and it completes one at a time, timing how
  * long the daemon takes to record it (spinning on the record, as a client
  * that spins before it blocks does: the notice, no wake-up in it): a sweep
- * bounded to the slots that were cold when it began (daemon/cold-sweep.h)
+ * bounded to the slots that were cold when it began (daemon/policy/cold-sweep.h)
  * reads each within two periods, so that notice's p99 must be within
  * NOTICE_P99_MS however the other user churns, and every one of its
  * completions counted exactly once.

@@ -7,7 +7,7 @@
  *   each, CUFLAG_IMPORTS_PER_USER in all), each import with an eventfd of
  *   its own, then completing its exported slots as fast as it can: every
  *   completion is a record and a doorbell per import. The doorbells go under
- *   each importer's user's share of the pass (daemon/scanner-import.c), so
+ *   each importer's user's share of the pass (daemon/scanner/import.c), so
  *   the victim must not wait behind them; the caps must hold (the next import
  *   refused with -EDQUOT); every import's count must come out exact, and
  *   none of these users, whose writes are cheap, may be dropped.

@@ -6,7 +6,7 @@
  *   four ALLOCs of 64 slots in flight and FREEing each batch as its reply
  *   comes: each ALLOC has the daemon make 64 eventfds and send them, each
  *   FREE has a closer thread close them. Priced at what they cost
- *   (daemon/loop-price.h), those requests take their users' shares of the
+ *   (daemon/policy/loop-price.h), those requests take their users' shares of the
  *   loop, not the loop: the victim's wakes, root's status and another
  *   user's HELLO must not wait behind them. Nobody need be dropped.
  * - honest-poll: no attacker at all. A user completes its one slot and

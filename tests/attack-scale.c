@@ -4,7 +4,7 @@
  * connections of 1024 grouped slots (196 608 slots, within the daemon's
  * defaults), arm every slot and hold it, its flag never landing, while the
  * victim completes its own slot once a millisecond: a pass must cost what
- * is due, not what is pending on the node (daemon/cold-sweep.h), so the
+ * is due, not what is pending on the node (daemon/policy/cold-sweep.h), so the
  * victim's wakes must not grow with those slots.
  *
  * Once the slots have been pending over a second, each user completes a

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Every file the documentation names exists: README.md, the pages under docs/
 (of the dated log docs/bench-log/, its index only) and the man pages, checked
-for repository paths (daemon/scanner.c, docs/running.md, tests/perf/,
-bench/gpu-*.c, daemon/broken.[ch], a name:line, a program the build makes,
+for repository paths (daemon/scanner/drain.c, docs/running.md, tests/perf/,
+bench/gpu-*.c, daemon/policy/broken.[ch], a name:line, a program the build makes,
 as tests/perf/perf-scale), for documents named alone (BENCHMARKS.md) and for
 their Markdown links. A file moved or renamed without its mentions fails
 here.

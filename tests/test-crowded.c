@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Two users, each completing more slots at once than its share of a pass
- * writes (daemon/fair-share.h) and more than its hot room holds
- * (daemon/cold-sweep.h, COLD_HOT_PER_USER): every slot armed ROUNDS values
+ * writes (daemon/policy/fair-share.h) and more than its hot room holds
+ * (daemon/policy/cold-sweep.h, COLD_HOT_PER_USER): every slot armed ROUNDS values
  * ahead, every flag advanced by one each millisecond. Writes are carried to
  * later passes and slots move between hot and cold as the users crowd each
  * other. Checked: every slot counts exactly ROUNDS completions, the daemon's

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Every completion counted exactly once, under each load shape the scanner's
- * idle policy must follow (daemon/idle-policy.h), against the default
+ * idle policy must follow (daemon/policy/idle-policy.h), against the default
  * (adaptive) daemon and the spinning one: a steady rate with work in flight
  * half of each period; a burst after the scanner has parked; durations of
  * 10 us to 10 ms mixed on the same slots; and several clients with periods of

@@ -3,7 +3,7 @@
  * About 200 000 slots pending at once, through the real daemon: 196
  * sessions of 1024 grouped slots each, every slot armed and none landing.
  * Once they have been pending long enough to be cold (read by the sweep,
- * not by every pass: daemon/cold-sweep.h), the test checks that
+ * not by every pass: daemon/policy/cold-sweep.h), the test checks that
  *
  * - a slot of another session, completed once a millisecond, still wakes;
  * - a random subset completed late (some while young, some after >= 1 s

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* What one eventfd write costs the writer's thread CPU when it wakes a
  * thread blocked in poll() on another CPU: the honest cost the write
- * budget's allowance (daemon/budget.h, 250 us) must stay far above. Not a
+ * budget's allowance (daemon/policy/budget.h, 250 us) must stay far above. Not a
  * test (its figures are the machine's); docs/RELIABILITY.md says how it is
  * used.  build/tests/wake-cost */
 #include <poll.h>

@@ -16,7 +16,7 @@ missing() { echo "$1"; fail=1; }
 # Long options from a getopt_long table: { "name", ...
 options() { sed -n 's/^[[:space:]]*{ "\([a-z-]*\)",.*_argument.*/\1/p' "$1"; }
 
-for opt in $(options "$src/daemon/config.c"); do
+for opt in $(options "$src/daemon/base/config.c"); do
 	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')
 	grep -qF -- "$roff" "$src/man/cuflagd.8" || missing "cuflagd.8: --$opt undocumented"
 done
@@ -44,7 +44,7 @@ for opt in $(options "$src/ctl/cuflagctl.c"); do
 	grep -qF -- "$roff" "$src/man/cuflagctl.1" || missing "cuflagctl.1: --$opt undocumented"
 done
 # cuflag-bench: its own options and those of the harness it shares with tests/perf/.
-for opt in $(options "$src/bench/main.c") $(options "$src/tests/perf/opts.c"); do
+for opt in $(options "$src/bench/main.c") $(options "$src/bench/harness/opts.c"); do
 	roff=$(printf '%s' "--$opt" | sed 's/-/\\-/g')
 	grep -qF -- "$roff" "$src/man/cuflag-bench.1" || missing "cuflag-bench.1: --$opt undocumented"
 done

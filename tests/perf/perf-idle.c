@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * perf-idle: the adaptive scanner's waits replayed, no daemon and no clock:
- * idle-policy.c and predictor.c driven as scanner-pass.c and
- * scanner-park.c drive them, one client's 8 slots taking turns, with a
+ * idle-policy.c and predictor.c driven as scanner/pass.c and
+ * scanner/park.c drive them, one client's 8 slots taking turns, with a
  * timer as late as a host's (each timed wait ends 1 us plus an exponential
  * delay of mean --late-us late, one longer than IDLE_SHORT_WAIT_NS of mean
  * --long-late-us: a CPU idle longer sleeps deeper) and an arm that wakes a
@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "idle-policy.h"
-#include "predictor.h"
+#include "policy/idle-policy.h"
+#include "policy/predictor.h"
 #include "replay-random.h"
 
 #define US 1000ull
@@ -83,7 +83,7 @@ static unsigned npending(const struct replay *r)
 }
 
 /* One pass at r->t: take the arms made by now, signal the flags landed by
- * now (scanner-pass.c's learn_completion), find the next look. */
+ * now (scanner/pass.c's learn_completion), find the next look. */
 static int pass(struct replay *r, uint64_t *look_at, uint64_t lead)
 {
 	uint64_t prev = r->pass_ns;

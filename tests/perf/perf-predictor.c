@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * perf-predictor: the predictor (daemon/predictor.c) replayed, no daemon and
+ * perf-predictor: the predictor (daemon/policy/predictor.c) replayed, no daemon and
  * no clock: made-up durations of a few kinds of work, a slot each of
  * --slots taking turns as the scanner-cost rows' device does, and for each
  * completion where the scanner first looks after the arm (a lead before the
@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "predictor.h"
+#include "policy/predictor.h"
 #include "replay-random.h"
 
 #define US 1000ull
