@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "base/region-guard.h"
 #include "cuflag-proto.h"
-#include "scanner/scanner.h"
+#include "policy/idle-policy.h"
 
 #define TRY_HELP "Try 'cuflagd --help' for the options.\n"
 

@@ -29,7 +29,7 @@ struct cuflagd_config {
 				      * (0: for ever), then poll */
 	uint64_t pending_poll_us;    /* the poll interval then */
 	uint64_t backstop_us;        /* adaptive: the longest wait without a look */
-	int scanner_mode;            /* enum scanner_mode (scanner.h) */
+	int scanner_mode;            /* enum scanner_mode (policy/idle-policy.h) */
 	uint32_t msg_rate;           /* requests per second per client before refusal */
 	int slab;                    /* enum cuflag_slab_kind */
 	int region_guard;            /* enum guard_mode (region-guard.h): the most tried */

@@ -24,33 +24,10 @@
 #include "policy/latency-hist.h"
 #include "policy/predictor.h"
 #include "proto.h"
+#include "scanner/user.h"
 #include "scanner/write-police.h"
 
 struct scanner_slot;
-
-/*
- * One user (uid) as the scanner sees it: what its eventfd writes cost and how
- * many of its slots are pending. Made and freed by the main thread (users.c),
- * which frees it only once no session of the scanner's refers to it; written
- * by the scanner only.
- */
-struct scanner_user {
-	struct write_budget budget;
-	struct fair_share share;  /* its part of each pass (fair-share.h) */
-	uint64_t cut_at_ns;       /* a write of this user's was cut short then */
-	uint32_t pending;         /* its slots in the pending set */
-	uint32_t hot;             /* of those, read by every pass (cold-sweep.h) */
-	uint32_t max_pending;     /* no more of its slots are pending at once */
-	/* Slots with arms in flight that came with no room in the pending
-	 * set (adopted after a restart, or freed before their flag landed):
-	 * they wait here, oldest first, and move in as room frees up. Arms
-	 * from the queue wait in the client's queue instead. */
-	struct scanner_slot *wait_head, *wait_tail;
-	uint32_t waiting;
-	/* pending, for the main thread: what max_pending holds (its waiting
-	 * slots, like its arms in the queue, wait for room) */
-	_Atomic uint32_t n_pending;
-};
 
 /* One slot as the scanner sees it. Owned by the scanner once handed over. */
 struct scanner_slot {

@@ -60,6 +60,8 @@
 #include "cuflag-proto.h"
 #include "serve/users.h"
 
+struct scanner_cmd;
+
 enum slot_state {
 	SLOT_FREE = 0,
 	SLOT_LIVE,     /* held by the client */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scanner/scanner.h"
 #include "serve/slots.h"
 #include "unit-run.h"
 

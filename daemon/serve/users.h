@@ -2,7 +2,7 @@
 /*
  * Per-user (uid) accounting: what each user holds (connections, regions,
  * daemon fds), its request rate, its log lines, and its share of the
- * scanner (scanner.h). Every count of what a user holds changes in
+ * scanner (scanner/user.h). Every count of what a user holds changes in
  * user_hold(), and every limit on it is decided in users_admit(), so that no
  * single user can take more than its share of the node, however many
  * connections it opens, and a user holding nothing always finds room. Main
@@ -16,7 +16,7 @@
 
 #include "base/log.h"
 #include "policy/loop-price.h"
-#include "scanner/scanner.h"
+#include "scanner/user.h"
 
 /* A request rate: a token bucket refilled at rate per second. */
 struct rate_bucket {
