@@ -61,11 +61,11 @@ static int wait_for_room(struct cuflag_client *c, uint32_t cap)
 
 			pthread_mutex_unlock(&c->arm_lock);
 			rc = cuflag__resume(c, gen, 1);
+			/* As a request's: none came back within the resume
+			 * timeout, unless no resume can mend it. */
 			if (rc)
-				return rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -ENOENT ||
-						       rc == -ETIMEDOUT
-					       ? -ENOTCONN
-					       : rc;
+				return cuflag__resume_final(rc, CUFLAG_RESUME_BY_REQUEST) ? rc
+											  : -ENOTCONN;
 			pthread_mutex_lock(&c->arm_lock);
 			continue;
 		}

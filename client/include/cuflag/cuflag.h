@@ -235,9 +235,10 @@ CUFLAG_API void *cuflag_slot_data(const cuflag_slot *s);
  * Return: 0, or -ENOTCONN (the queue was full and no daemon came back within
  * the resume timeout), -ESTALE (the daemon that came back has another region
  * layout, or found the region emptied after it dropped this client),
- * another resume error as cuflag_reconnect(), -ECHILD (the client was
- * connected by the parent of this process), -EPERM (an imported slot: its
- * exporter arms it).
+ * -EOPNOTSUPP (the client cannot resume: its daemon ran --slab cuda-ipc),
+ * -ECHILD (the client was connected by the parent of this process), -EPERM
+ * (an imported slot: its exporter arms it). A resume's errors are judged as
+ * a request's: one that a later daemon could mend is -ENOTCONN.
  */
 CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
 
@@ -262,7 +263,7 @@ CUFLAG_API int cuflag_slot_arm(cuflag_slot *s, uint32_t *target);
  * slot would have 2^31 or more values armed and not yet signalled: the
  * daemon could not tell the last from a value behind; wait for earlier
  * values first), or an error of cuflag_slot_arm() (-ENOTCONN, -ESTALE,
- * -ECHILD, -EPERM, a resume error). On error nothing is reserved.
+ * -EOPNOTSUPP, -ECHILD, -EPERM). On error nothing is reserved.
  */
 CUFLAG_API int cuflag_slot_arm_many(cuflag_slot *s, unsigned n, uint32_t *first);
 
