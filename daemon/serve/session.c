@@ -21,10 +21,6 @@
 #include "serve/request.h"
 #include "serve/server-state.h"
 
-/* A freed slot's next timeline starts this far past its last armed value,
- * so a write from the old timeline that lands late reads as "behind". */
-#define RESTART_GAP (1u << 30)
-
 /* Requests served per readiness, so one busy client cannot starve the loop. */
 #define MAX_MSGS_PER_WAKE 64
 
@@ -274,34 +270,25 @@ static void unpark(struct server *srv, struct session *s, struct req_verdict v)
 
 void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *c)
 {
-	switch (c->op) {
-	case SCAN_ADD_SESSION:
-	case SCAN_ADD_SLOT:
+	struct slot_done d = slot_table_done(&s->slots, c);
+
+	closer_close(srv->closer, d.close_fd);
+	switch (d.then) {
+	case SLOT_DONE_NOTHING:
 		break;
-	case SCAN_SET_GROUP:
-		/* The scanner has let go of the group's old eventfd, if any. */
-		closer_close(srv->closer, c->efd);
-		break;
-	case SCAN_SET_EFD:
-		/* The scanner has let go of the old eventfd. */
-		closer_close(srv->closer, c->efd);
+	case SLOT_DONE_BIND:
 		if (!s->dead &&
 		    request_reply(s, CUFLAG_MSG_BIND, c->req_id, 0, NULL, 0, NULL, 0) < 0)
 			session_drop(srv, s, -EPIPE, "cannot send a reply");
 		break;
-	case SCAN_DEL_SLOT:
-		/* No device write can land any more: the slot may be handed out again. */
-		closer_close(srv->closer,
-			     slot_reclaim(&s->slots, c->slot, c->final_armed + RESTART_GAP));
+	case SLOT_DONE_FREED:
 		if (s->parked && !s->dead)
 			unpark(srv, s, request_retry_parked(srv, s, 1));
 		break;
-	case SCAN_ADD_IMPORT:
+	case SLOT_DONE_IMPORT:
 		session_judge(srv, s, export_on_done(s, c));
 		break;
-	case SCAN_LINK_IMPORT:
-		break;
-	case SCAN_DEL_SESSION:
+	case SLOT_DONE_GONE:
 		/* Last command of a dead session: nothing in the scanner refers to
 		 * it (it left the park set already). */
 		region_discard(&s->region);

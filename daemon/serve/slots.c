@@ -14,6 +14,10 @@
  * errno, with nothing changed or sent. */
 #define ILLEGAL(err) (assert(!"illegal slot transition"), (err))
 
+/* A freed slot's next timeline starts this far past its last armed value,
+ * so a write from the old timeline that lands late reads as "behind". */
+#define RESTART_GAP (1u << 30)
+
 /* Slot id is in the state a transition left, and the table's counts agree. */
 static void assert_left(const struct slot_table *t, uint32_t id, enum slot_state want)
 {
@@ -312,6 +316,31 @@ int slot_reclaim(struct slot_table *t, uint32_t id, uint32_t next_start)
 	t->free_stack[t->nfree++] = id;
 	assert_left(t, id, SLOT_FREE);
 	return efd;
+}
+
+struct slot_done slot_table_done(struct slot_table *t, const struct scanner_cmd *c)
+{
+	switch (c->op) {
+	case SCAN_SET_EFD:
+		return (struct slot_done){ .close_fd = c->efd, .then = SLOT_DONE_BIND };
+	case SCAN_SET_GROUP:
+		return (struct slot_done){ .close_fd = c->efd, .then = SLOT_DONE_NOTHING };
+	case SCAN_DEL_SLOT:
+		/* No device write can land any more: the slot may be handed out
+		 * again, its next timeline past the old one. */
+		return (struct slot_done){
+			.close_fd = slot_reclaim(t, c->slot, c->final_armed + RESTART_GAP),
+			.then = SLOT_DONE_FREED };
+	case SCAN_ADD_IMPORT:
+		return (struct slot_done){ .close_fd = -1, .then = SLOT_DONE_IMPORT };
+	case SCAN_DEL_SESSION:
+		return (struct slot_done){ .close_fd = -1, .then = SLOT_DONE_GONE };
+	case SCAN_ADD_SESSION:
+	case SCAN_ADD_SLOT:
+	case SCAN_LINK_IMPORT:
+		break;
+	}
+	return (struct slot_done){ .close_fd = -1, .then = SLOT_DONE_NOTHING };
 }
 
 int slot_bind(struct slot_table *t, uint32_t id, int efd, uint32_t req_id)

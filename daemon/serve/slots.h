@@ -197,6 +197,38 @@ int slot_group_make(struct slot_table *t, uint32_t id, int efd);
  * illegal -EBUSY (live slots in it), -EINVAL / -EPIPE. */
 int slot_group_unmake(struct slot_table *t, uint32_t id);
 
+/* What a command the scanner handed back leaves its session to do, once
+ * slot_table_done took it back: close close_fd (-1: none), the eventfd the
+ * scanner let go of, then what then says.
+ *
+ *   handed back       the table                 then
+ *   SCAN_SET_EFD      nothing                   SLOT_DONE_BIND: BIND's reply
+ *   SCAN_SET_GROUP    nothing                   nothing
+ *   SCAN_DEL_SLOT     slot_reclaim: FREE again  SLOT_DONE_FREED: a parked
+ *                                               ALLOC may be served
+ *   SCAN_ADD_IMPORT   nothing                   SLOT_DONE_IMPORT: IMPORT's
+ *                                               answer (export.h)
+ *   SCAN_DEL_SESSION  nothing                   SLOT_DONE_GONE: the scanner
+ *                                               refers to nothing of it
+ *   the others        nothing                   nothing
+ */
+enum slot_done_then {
+	SLOT_DONE_NOTHING,
+	SLOT_DONE_BIND,
+	SLOT_DONE_FREED,
+	SLOT_DONE_IMPORT,
+	SLOT_DONE_GONE,
+};
+
+struct slot_done {
+	int close_fd;
+	enum slot_done_then then;
+};
+
+/* Take back c, a command of this table's the scanner handed back (the
+ * caller frees it). */
+struct slot_done slot_table_done(struct slot_table *t, const struct scanner_cmd *c);
+
 /* Every eventfd of the table to close(arg, fd), and its user's count of
  * them down by as many (at a drop or at exit). */
 void slot_table_release(struct slot_table *t, void (*close_fd)(void *arg, int fd), void *arg);

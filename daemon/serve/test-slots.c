@@ -580,6 +580,38 @@ START_TEST(test_release)
 }
 END_TEST
 
+/* What each command handed back leaves the session to do, and the table
+ * after it: a DEL_SLOT's slot FREE, its eventfd to close, its next timeline
+ * past the old one. */
+START_TEST(test_done)
+{
+	struct fx f;
+	struct slot_done d;
+
+	fx_setup(&f, SLOTS_SCANNED);
+	d = slot_table_done(&f.t, &(struct scanner_cmd){ .op = SCAN_DEL_SLOT, .slot = S_RETIRING,
+							 .final_armed = 7 });
+	ck_assert_int_eq(d.close_fd, EFD_RETIRING);
+	ck_assert_int_eq(d.then, SLOT_DONE_FREED);
+	ck_assert_int_eq(f.t.state[S_RETIRING], SLOT_FREE);
+	ck_assert_uint_eq(f.t.next_start[S_RETIRING], 7 + (1u << 30));
+	d = slot_table_done(&f.t, &(struct scanner_cmd){ .op = SCAN_SET_EFD, .slot = S_OWN,
+							 .efd = 21 });
+	ck_assert_int_eq(d.close_fd, 21);
+	ck_assert_int_eq(d.then, SLOT_DONE_BIND);
+	d = slot_table_done(&f.t, &(struct scanner_cmd){ .op = SCAN_SET_GROUP, .efd = 22 });
+	ck_assert_int_eq(d.close_fd, 22);
+	ck_assert_int_eq(d.then, SLOT_DONE_NOTHING);
+	d = slot_table_done(&f.t, &(struct scanner_cmd){ .op = SCAN_ADD_IMPORT, .efd = 23 });
+	ck_assert_int_eq(d.close_fd, -1);
+	ck_assert_int_eq(d.then, SLOT_DONE_IMPORT);
+	d = slot_table_done(&f.t, &(struct scanner_cmd){ .op = SCAN_DEL_SESSION });
+	ck_assert_int_eq(d.then, SLOT_DONE_GONE);
+	ck_assert(f.sent.n == 0); /* taking back sends nothing */
+	fx_free(&f);
+}
+END_TEST
+
 int main(void)
 {
 	TCase *tc = tcase_create("core");
@@ -594,5 +626,6 @@ int main(void)
 	tcase_add_test(tc, test_group_life);
 	tcase_add_test(tc, test_reserve);
 	tcase_add_test(tc, test_release);
+	tcase_add_test(tc, test_done);
 	return unit_run_case("slots", tc);
 }
