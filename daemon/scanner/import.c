@@ -19,11 +19,7 @@
 static void link_to(struct scanner_slot *imp, struct scanner_slot *src)
 {
 	imp->imp_src = src;
-	imp->imp_prev = NULL;
-	imp->imp_next = src->imp_first;
-	if (src->imp_first)
-		src->imp_first->imp_prev = imp;
-	src->imp_first = imp;
+	LIST_PREPEND(imp, src->imp_first, imp);
 	imp->sess->nlinked++;
 	src->sess->nlinked++;
 }
@@ -34,13 +30,8 @@ static void unlink_from(struct scanner_slot *imp)
 
 	if (!src)
 		return;
-	if (imp->imp_prev)
-		imp->imp_prev->imp_next = imp->imp_next;
-	else
-		src->imp_first = imp->imp_next;
-	if (imp->imp_next)
-		imp->imp_next->imp_prev = imp->imp_prev;
-	imp->imp_src = imp->imp_prev = imp->imp_next = NULL;
+	LIST_REMOVE(imp, src->imp_first, imp);
+	imp->imp_src = NULL;
 	imp->sess->nlinked--;
 	src->sess->nlinked--;
 }

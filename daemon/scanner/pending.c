@@ -140,13 +140,7 @@ void pending_add_or_wait(struct scanner *sc, struct scanner_slot *s)
 		return;
 	}
 	s->waiting = 1;
-	s->wait_next = NULL;
-	s->wait_prev = u->wait_tail;
-	if (u->wait_tail)
-		u->wait_tail->wait_next = s;
-	else
-		u->wait_head = s;
-	u->wait_tail = s;
+	LIST_APPEND(wait, u->wait_head, u->wait_tail, s);
 	u->waiting++;
 	s->sess->waiting++;
 	publish(s->sess, u);
@@ -156,15 +150,7 @@ static void unwait(struct scanner_slot *s)
 {
 	struct scanner_user *u = s->sess->user;
 
-	if (s->wait_prev)
-		s->wait_prev->wait_next = s->wait_next;
-	else
-		u->wait_head = s->wait_next;
-	if (s->wait_next)
-		s->wait_next->wait_prev = s->wait_prev;
-	else
-		u->wait_tail = s->wait_prev;
-	s->wait_prev = s->wait_next = NULL;
+	LIST_REMOVE_LAST(wait, u->wait_head, u->wait_tail, s);
 	s->waiting = 0;
 	u->waiting--;
 	s->sess->waiting--;

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "cuflag-proto.h"
+#include "list.h"
 #include "policy/budget.h"
 #include "policy/fair-share.h"
 #include "policy/idle-policy.h"
@@ -52,13 +53,14 @@ struct scanner_slot {
 	uint8_t cold;       /* pending, read by the cold sweep (cold-sweep.h) */
 	uint8_t swept;      /* made hot by the sweep for a flag that moved while
 			     * cold: its completion's time unknown */
-	struct scanner_slot *wait_prev, *wait_next;
+	LIST_FIELDS(struct scanner_slot, wait); /* its user's wait list */
 	struct scanner_session *sess;
 	struct scanner_cmd *retire_cmd; /* handed back once the flag lands */
 	/* Completions across processes (scanner/import.c): an exported slot
 	 * heads the list of the slots that import it; an imported one names
 	 * the slot it mirrors (NULL: not linked, or gone). */
-	struct scanner_slot *imp_first, *imp_src, *imp_prev, *imp_next;
+	struct scanner_slot *imp_first, *imp_src;
+	LIST_FIELDS(struct scanner_slot, imp); /* imp_src's importers */
 	uint8_t imported;
 	/* An importer whose doorbell waits for its user's share (its record
 	 * already says what it rings for): owed completions, and its place on

@@ -41,28 +41,14 @@ static void list_add(struct answer_list *l, struct session *s)
 {
 	assert(!s->answering);
 	s->answering = 1;
-	s->aprev = l->tail;
-	s->anext = NULL;
-	if (l->tail)
-		l->tail->anext = s;
-	else
-		l->head = s;
-	l->tail = s;
+	LIST_APPEND(answers, l->head, l->tail, s);
 }
 
 static void list_del(struct answer_list *l, struct session *s)
 {
 	assert(s->answering);
 	s->answering = 0;
-	if (s->aprev)
-		s->aprev->anext = s->anext;
-	else
-		l->head = s->anext;
-	if (s->anext)
-		s->anext->aprev = s->aprev;
-	else
-		l->tail = s->aprev;
-	s->aprev = s->anext = NULL;
+	LIST_REMOVE_LAST(answers, l->head, l->tail, s);
 }
 
 /* ---------------------------------------------------------------- */
@@ -212,8 +198,7 @@ static void answer_fail(struct server *srv, struct session *s, struct req_verdic
 {
 	list_del(&srv->answers, s);
 	s->answer->failed = v;
-	s->anext = srv->answers.failed;
-	srv->answers.failed = s;
+	LIST_PREPEND(answers, srv->answers.failed, s);
 }
 
 struct session *answer_take_failed(struct server *srv, struct req_verdict *v)
@@ -222,8 +207,7 @@ struct session *answer_take_failed(struct server *srv, struct req_verdict *v)
 
 	if (!s)
 		return NULL;
-	srv->answers.failed = s->anext;
-	s->anext = NULL;
+	LIST_REMOVE(answers, srv->answers.failed, s);
 	*v = s->answer->failed;
 	answer_free(s->answer);
 	s->answer = NULL;
@@ -282,7 +266,7 @@ void answers_run(struct server *srv)
 		/* Root's and the admin group's answers first, every round. */
 		for (int lane = LANE_ADMIN; lane <= LANE_USER; lane++) {
 			for (struct session *s = srv->answers.head, *n; s; s = n) {
-				n = s->anext; /* a step may end s's answer, or fail it */
+				n = s->answers_next; /* a step may end s's answer, or fail it */
 				if (s->dead)
 					continue;
 				if (s->held) {
@@ -313,7 +297,7 @@ int answers_timeout_ms(struct server *srv)
 {
 	uint64_t now = cuflag_now_ns(), wait = UINT64_MAX;
 
-	for (struct session *s = srv->answers.head; s; s = s->anext) {
+	for (struct session *s = srv->answers.head; s; s = s->answers_next) {
 		if (s->dead || (s->answer && s->answer->wait_out))
 			continue;
 		if (lane_now(s, now) != LANE_OVER)

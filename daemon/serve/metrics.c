@@ -247,7 +247,7 @@ uint32_t metrics_users_seen(struct server *srv, const struct session *s, uid_t *
 		return n;
 	}
 	for (unsigned i = 0; i < USERS_BUCKETS; i++)
-		for (struct user *u = srv->users.bucket[i]; u && n < DROP_USERS; u = u->next)
+		for (struct user *u = srv->users.bucket[i]; u && n < DROP_USERS; u = u->chain_next)
 			uids[n++] = u->uid;
 	for (unsigned i = 0; i < DROP_USERS && n < DROP_USERS; i++) {
 		const struct drop_table_entry *e = &srv->drops.e[i];

@@ -217,7 +217,7 @@ static int emit_daemon(struct server *srv, struct session *s, struct answer *a,
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		d.fds_limit = rl.rlim_cur > UINT32_MAX ? UINT32_MAX : (uint32_t)rl.rlim_cur;
 	for (unsigned i = 0; i < USERS_BUCKETS; i++)
-		for (struct user *u = srv->users.bucket[i]; u; u = u->next)
+		for (struct user *u = srv->users.bucket[i]; u; u = u->chain_next)
 			d.users += u->held[USER_CONNS] > 0;
 	d.nbounds = CUFLAG_HIST_BOUNDS;
 	d.wakeups = t.st.wakeups;

@@ -7,23 +7,13 @@
 
 void registry_link(struct registry *r, struct session *s)
 {
-	s->prev = NULL;
-	s->next = r->head;
-	if (r->head)
-		r->head->prev = s;
-	r->head = s;
+	LIST_PREPEND(reg, r->head, s);
 }
 
 void registry_bury(struct registry *r, struct session *s)
 {
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		r->head = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->next = r->graveyard;
-	r->graveyard = s;
+	LIST_REMOVE(reg, r->head, s);
+	LIST_PREPEND(reg, r->graveyard, s);
 }
 
 struct session *registry_unbury(struct registry *r)
@@ -31,7 +21,7 @@ struct session *registry_unbury(struct registry *r)
 	struct session *s = r->graveyard;
 
 	if (s)
-		r->graveyard = s->next;
+		LIST_REMOVE(reg, r->graveyard, s);
 	return s;
 }
 
@@ -52,7 +42,7 @@ void registry_each(struct registry *r, enum registry_which which,
 		   void (*fn)(struct session *s, void *arg), void *arg)
 {
 	for (struct session *s = r->head, *n; s; s = n) {
-		n = s->next; /* fn may take s out of the list */
+		n = s->reg_next; /* fn may take s out of the list */
 		if (is_which(s, which))
 			fn(s, arg);
 	}
@@ -65,7 +55,7 @@ struct session *registry_find_region(struct registry *r, dev_t dev, ino_t ino)
 	 * and tries again must not have its slots adopted, and its queue read,
 	 * while the scanner may still signal them and read that queue for the
 	 * session before. */
-	for (struct session *s = r->head; s; s = s->next)
+	for (struct session *s = r->head; s; s = s->reg_next)
 		if (s->scan && s->region.dev == dev && s->region.ino == ino)
 			return s;
 	return NULL;
@@ -75,7 +65,7 @@ struct session *registry_find_addr(struct registry *r, const void *addr)
 {
 	uintptr_t a = (uintptr_t)addr;
 
-	for (struct session *s = r->head; s; s = s->next)
+	for (struct session *s = r->head; s; s = s->reg_next)
 		if (s->scan && s->region.map && a >= (uintptr_t)s->region.map &&
 		    a - (uintptr_t)s->region.map < s->region.size)
 			return s;

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/region.h"
 #include "base/slab.h"
+#include "list.h"
 #include "scanner/scanner.h"
 #include "serve/slots.h"
 #include "serve/users.h"
@@ -71,12 +72,12 @@ struct session {
 	struct answer *answer;
 	int held;
 	int answering;                 /* on the server's answer list */
-	struct session *aprev, *anext; /* that list's */
+	LIST_FIELDS(struct session, answers); /* that list's */
 
 	struct rate_bucket rate; /* its requests (the user's: in user) */
 	struct session_metrics met; /* who it is, its stuck slots (metrics.h) */
 
-	struct session *prev, *next; /* the registry's (registry.h) */
+	LIST_FIELDS(struct session, reg); /* the registry's or its graveyard's (registry.h) */
 	struct session_exports *xp;  /* its handles and imports (export.c), or NULL */
 };
 

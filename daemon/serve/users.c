@@ -17,7 +17,7 @@ static unsigned bucket_of(uid_t uid)
 
 struct user *user_find(struct users *t, uid_t uid)
 {
-	for (struct user *u = t->bucket[bucket_of(uid)]; u; u = u->next)
+	for (struct user *u = t->bucket[bucket_of(uid)]; u; u = u->chain_next)
 		if (u->uid == uid)
 			return u;
 	return NULL;
@@ -43,8 +43,7 @@ struct user *user_get(struct users *t, uid_t uid, uint64_t now_ms)
 						       .burst = USER_LOG_BURST };
 	u->scan.max_pending = uid == 0 ? UINT32_MAX : t->max_pending;
 	loop_budget_init(&u->loop, &t->loop, now_ms * 1000000u);
-	u->next = *b;
-	*b = u;
+	LIST_PREPEND(chain, *b, u);
 	t->count++;
 	return u;
 }
@@ -124,16 +123,14 @@ int user_log_ok(struct user *u, int prio)
 void users_tick(struct users *t, uint64_t now_ms)
 {
 	for (unsigned i = 0; i < USERS_BUCKETS; i++)
-		for (struct user **p = &t->bucket[i]; *p;) {
-			struct user *u = *p;
+		for (struct user *u = t->bucket[i], *n; u; u = n) {
+			n = u->chain_next;
 			log_suppressed(u, &u->rl[0], now_ms);
 			log_suppressed(u, &u->rl[1], now_ms);
 			if (u->refs || now_ms - u->idle_since_ms < USER_KEEP_MS || u->rl[0].suppressed ||
-			    u->rl[1].suppressed) {
-				p = &u->next;
+			    u->rl[1].suppressed)
 				continue;
-			}
-			*p = u->next;
+			LIST_REMOVE(chain, t->bucket[i], u);
 			t->count--;
 			free(u);
 		}
@@ -156,7 +153,7 @@ void users_clear(struct users *t)
 	for (unsigned i = 0; i < USERS_BUCKETS; i++)
 		while (t->bucket[i]) {
 			struct user *u = t->bucket[i];
-			t->bucket[i] = u->next;
+			LIST_REMOVE(chain, t->bucket[i], u);
 			free(u);
 		}
 	t->count = 0;

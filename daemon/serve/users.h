@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "base/log.h"
+#include "list.h"
 #include "policy/loop-price.h"
 #include "scanner/user.h"
 
@@ -48,7 +49,7 @@ struct user {
 	struct cuflagd_ratelimit rl[2];
 	struct scanner_user scan;
 	struct loop_budget loop; /* its share of the main loop (answer.h) */
-	struct user *next; /* hash chain */
+	LIST_FIELDS(struct user, chain); /* its bucket's */
 };
 
 #define USERS_BUCKETS 256
