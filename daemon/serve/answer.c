@@ -267,7 +267,7 @@ void answers_run(struct server *srv)
 		for (int lane = LANE_ADMIN; lane <= LANE_USER; lane++) {
 			for (struct session *s = srv->answers.head, *n; s; s = n) {
 				n = s->answers_next; /* a step may end s's answer, or fail it */
-				if (s->dead)
+				if (session_dead(s))
 					continue;
 				if (s->held) {
 					if (lane == LANE_ADMIN && lane_now(s, now) != LANE_OVER)
@@ -298,7 +298,7 @@ int answers_timeout_ms(struct server *srv)
 	uint64_t now = cuflag_now_ns(), wait = UINT64_MAX;
 
 	for (struct session *s = srv->answers.head; s; s = s->answers_next) {
-		if (s->dead || (s->answer && s->answer->wait_out))
+		if (session_dead(s) || (s->answer && s->answer->wait_out))
 			continue;
 		if (lane_now(s, now) != LANE_OVER)
 			return 0;

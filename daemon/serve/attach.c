@@ -46,7 +46,7 @@ int req_hello(struct server *srv, struct session *s, struct request *req)
 			       : 0;
 	if ((rc = req_reply_ok(s, req, &r, sizeof(r), &srv->dp.fd, 1)))
 		return rc;
-	s->hello_done = 1;
+	session_move(s, SESSION_HELLO);
 	return 0;
 }
 
@@ -159,6 +159,7 @@ int req_attach(struct server *srv, struct session *s, struct request *req)
 	 * resumed one once its slots are back (req_adopt). */
 	s->adopt_left = m.slots;
 	s->resumed = (m.epoch != 0 || m.slots != 0) && m.epoch != srv->epoch;
+	session_move(s, m.slots ? SESSION_ADOPTING : SESSION_REGION);
 	if (!m.slots)
 		(void)slot_table_start(&s->slots,
 				       atomic_load_explicit(a.scan->head, memory_order_relaxed));
@@ -216,6 +217,7 @@ int req_adopt(struct server *srv, struct session *s, struct request *req)
 	}
 	s->adopt_left -= count;
 	if (!s->adopt_left) {
+		session_move(s, SESSION_REGION);
 		/* Every slot is back: now the scanner may read the queue, from
 		 * where the daemon before us stopped. */
 		(void)slot_table_start(&s->slots,

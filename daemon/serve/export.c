@@ -583,7 +583,7 @@ struct req_verdict export_on_done(struct session *s, struct scanner_cmd *c)
 	struct cuflag_slot_grant g = { .id = c->slot, .start = c->start };
 	unsigned nfds = c->group || c->resume ? 0 : 1;
 
-	if (s->dead)
+	if (session_dead(s))
 		return REQ_KEEP; /* its slots' eventfds go with the session */
 	if (request_reply(s, CUFLAG_MSG_IMPORT, c->req_id, 0, &g, sizeof(g), &c->efd, nfds) < 0)
 		return req_drop(-EPIPE, "cannot send a reply");

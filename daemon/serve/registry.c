@@ -31,9 +31,9 @@ static int is_which(const struct session *s, enum registry_which which)
 	case REG_ALL:
 		return 1;
 	case REG_LIVE:
-		return !s->dead;
+		return !session_dead(s);
 	case REG_ATTACHED:
-		return !s->dead && s->scan;
+		return s->state == SESSION_ADOPTING || s->state == SESSION_REGION;
 	}
 	return 0;
 }

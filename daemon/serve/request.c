@@ -195,13 +195,13 @@ static int req_ungroup(struct server *srv, struct session *s, struct request *re
 /* The table and the dispatcher                                      */
 /* ---------------------------------------------------------------- */
 
-/* Where a connection stands; a method lists the stages it may come in. */
+/* The session states a method may come in (session-state.h). */
 enum req_stage {
-	STAGE_FRESH = 1,    /* nothing yet: HELLO first */
-	STAGE_HELLO = 2,    /* after HELLO, before the region (ATTACH) */
-	STAGE_ADOPTING = 4, /* after a resuming ATTACH, while slots are still to come */
-	STAGE_REGION = 8,   /* after ATTACH, every slot adopted */
-	STAGE_ANY = 15,     /* the queries */
+	STAGE_FRESH = 1u << SESSION_FRESH,       /* nothing yet: HELLO first */
+	STAGE_HELLO = 1u << SESSION_HELLO,       /* after HELLO, before the region (ATTACH) */
+	STAGE_ADOPTING = 1u << SESSION_ADOPTING, /* after a resuming ATTACH, slots to come */
+	STAGE_REGION = 1u << SESSION_REGION,     /* after ATTACH, every slot adopted */
+	STAGE_ANY = STAGE_FRESH | STAGE_HELLO | STAGE_ADOPTING | STAGE_REGION, /* the queries */
 };
 
 static const struct req_method {
@@ -228,11 +228,7 @@ static const struct req_method {
 
 static enum req_stage session_stage(const struct session *s)
 {
-	if (!s->hello_done)
-		return STAGE_FRESH;
-	if (!s->scan)
-		return STAGE_HELLO;
-	return s->adopt_left ? STAGE_ADOPTING : STAGE_REGION;
+	return (enum req_stage)(1u << s->state);
 }
 
 /* What a request out of order is, by where the connection stands. */

@@ -27,6 +27,29 @@
 #include "serve/slots.h"
 #include "serve/users.h"
 
+/*
+ * Where a connection stands, stored and moved only by session_move()
+ * (session.c), which asserts each move is one of these:
+ *
+ *   FRESH --HELLO--> HELLO --ATTACH--> REGION
+ *   HELLO --ATTACH of a resume--> ADOPTING --its last ADOPT--> REGION
+ *   any of those --dropped or hung up--> DYING
+ *   DYING --no region, or its DEL_SESSION handed back--> BURIED
+ *   any but BURIED --the daemon exits--> BURIED
+ *
+ * The requests each state takes are request.c's table; nothing is read from
+ * a connection once it is DYING.
+ */
+enum session_state {
+	SESSION_FRESH,    /* nothing yet: HELLO first */
+	SESSION_HELLO,    /* a protocol version agreed; no region yet */
+	SESSION_ADOPTING, /* a resume's region: slots still to come in ADOPTs */
+	SESSION_REGION,   /* holding a region, every slot in */
+	SESSION_DYING,    /* hung up or dropped; the scanner lets go of its region */
+	SESSION_BURIED,   /* in the registry's graveyard, freed after the event batch */
+	SESSION_NSTATES,
+};
+
 /* What the daemon tells an operator of one client (metrics.h). */
 struct session_metrics {
 	struct client_ident ident;
@@ -47,8 +70,7 @@ struct session {
 	struct user *user; /* the uid's accounting (users.h) */
 	uint32_t id;
 	uint64_t connected_ms;
-	int hello_done;    /* a protocol version was agreed */
-	int dead;          /* hung up or dropped; waiting for the scanner to let go */
+	enum session_state state;
 
 	/* Region and its scanner view (after ATTACH). */
 	struct region region;
@@ -80,6 +102,15 @@ struct session {
 	LIST_FIELDS(struct session, reg); /* the registry's or its graveyard's (registry.h) */
 	struct session_exports *xp;  /* its handles and imports (export.c), or NULL */
 };
+
+/* The one place a session's state moves (session.c). */
+void session_move(struct session *s, enum session_state to);
+
+/* Whether s was dropped (or hung up): it serves nothing more. */
+static inline int session_dead(const struct session *s)
+{
+	return s->state >= SESSION_DYING;
+}
 
 #define slog(prio, s, fmt, ...)                                                            \
 	cuflagd_log(prio, "client %u pid=%d uid=%u: " fmt, (s)->id, (int)(s)->pid,            \

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "serve/session.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -24,6 +25,33 @@
 /* Requests served per readiness, so one busy client cannot starve the loop. */
 #define MAX_MSGS_PER_WAKE 64
 
+/* The moves of a session's state, as pictured in session-state.h. */
+static const unsigned session_moves[SESSION_NSTATES] = {
+	[SESSION_FRESH] = 1u << SESSION_HELLO | 1u << SESSION_DYING | 1u << SESSION_BURIED,
+	[SESSION_HELLO] = 1u << SESSION_ADOPTING | 1u << SESSION_REGION | 1u << SESSION_DYING |
+			  1u << SESSION_BURIED,
+	[SESSION_ADOPTING] = 1u << SESSION_REGION | 1u << SESSION_DYING | 1u << SESSION_BURIED,
+	[SESSION_REGION] = 1u << SESSION_DYING | 1u << SESSION_BURIED,
+	[SESSION_DYING] = 1u << SESSION_BURIED,
+	[SESSION_BURIED] = 0,
+};
+
+void session_move(struct session *s, enum session_state to)
+{
+	int legal = (unsigned)s->state < SESSION_NSTATES && session_moves[s->state] & 1u << to;
+
+	assert(legal);
+	(void)legal;
+	s->state = to;
+}
+
+/* Into the graveyard, freed after the event batch. */
+static void session_bury(struct server *srv, struct session *s)
+{
+	session_move(s, SESSION_BURIED);
+	registry_bury(&srv->reg, s);
+}
+
 static struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t uid, gid_t gid,
 				   int admin)
 {
@@ -38,6 +66,7 @@ static struct session *session_new(struct server *srv, int fd, pid_t pid, uid_t 
 		return NULL;
 	}
 	s->tag.kind = EP_CLIENT;
+	s->state = SESSION_FRESH;
 	s->fd = fd;
 	s->pid = pid;
 	s->uid = uid;
@@ -100,7 +129,7 @@ static void free_at_exit(struct session *s, void *srv)
 {
 	closer_close_connection(((struct server *)srv)->closer, s->fd);
 	session_release(srv, s);
-	registry_bury(&((struct server *)srv)->reg, s);
+	session_bury(srv, s);
 }
 
 void session_free_all(struct server *srv)
@@ -114,7 +143,7 @@ void session_free_all(struct server *srv)
  * place a session is dropped. */
 static void session_drop(struct server *srv, struct session *s, int err, const char *why)
 {
-	if (s->dead)
+	if (session_dead(s))
 		return;
 	answer_cancel(srv, s);
 	if (why) {
@@ -125,7 +154,7 @@ static void session_drop(struct server *srv, struct session *s, int err, const c
 	} else {
 		ulog(LOG_DEBUG, s, "hung up");
 	}
-	s->dead = 1;
+	session_move(s, SESSION_DYING);
 	export_session_gone(srv, s);
 	if (s->fd >= 0) {
 		epoll_ctl(srv->ep, EPOLL_CTL_DEL, s->fd, NULL);
@@ -135,7 +164,7 @@ static void session_drop(struct server *srv, struct session *s, int err, const c
 		user_hold(&srv->users, s->user, USER_CONNS, -1);
 	}
 	if (!s->scan) {
-		registry_bury(&srv->reg, s);
+		session_bury(srv, s);
 		return;
 	}
 	/* A resume dropped before all its slots were adopted keeps its held-back
@@ -197,7 +226,7 @@ static void session_on_readable(struct server *srv, struct session *s)
 	uint8_t buf[CUFLAG_MSG_MAX];
 	int fds[CUFLAG_SCM_MAX_FD];
 
-	for (int k = 0; k < MAX_MSGS_PER_WAKE && !s->dead && !s->parked && !s->answer; k++) {
+	for (int k = 0; k < MAX_MSGS_PER_WAKE && !session_dead(s) && !s->parked && !s->answer; k++) {
 		unsigned nfds = 0;
 		ssize_t n;
 
@@ -243,7 +272,7 @@ void session_on_event(struct server *srv, struct session *s, uint32_t events)
 {
 	/* Sessions are freed only after the batch: this one is valid even if
 	 * it was dropped by an earlier event. */
-	if (s->dead)
+	if (session_dead(s))
 		return;
 	/* A session that reads nothing for now (a parked ALLOC, an answer being
 	 * sent, its user over budget) still hears of a hang-up: epoll always
@@ -277,12 +306,12 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 	case SLOT_DONE_NOTHING:
 		break;
 	case SLOT_DONE_BIND:
-		if (!s->dead &&
+		if (!session_dead(s) &&
 		    request_reply(s, CUFLAG_MSG_BIND, c->req_id, 0, NULL, 0, NULL, 0) < 0)
 			session_drop(srv, s, -EPIPE, "cannot send a reply");
 		break;
 	case SLOT_DONE_FREED:
-		if (s->parked && !s->dead)
+		if (s->parked && !session_dead(s))
 			unpark(srv, s, request_retry_parked(srv, s, 1));
 		break;
 	case SLOT_DONE_IMPORT:
@@ -293,7 +322,7 @@ void session_on_done(struct server *srv, struct session *s, struct scanner_cmd *
 		 * it (it left the park set already). */
 		region_discard(&s->region);
 		session_release(srv, s);
-		registry_bury(&srv->reg, s);
+		session_bury(srv, s);
 		break;
 	}
 	free(c);
@@ -392,6 +421,6 @@ void session_on_punched(struct server *srv, uint8_t *map)
 {
 	struct session *s = registry_find_addr(&srv->reg, map);
 
-	if (s && !s->dead)
+	if (s && !session_dead(s))
 		session_drop(srv, s, -EFAULT, "a hole was punched in its region");
 }

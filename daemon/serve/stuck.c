@@ -22,7 +22,7 @@ void stuck_scan(const struct session *o, uint64_t now_ns, uint64_t stuck_ns, uin
 {
 	*stuck = 0;
 	*oldest_ns = 0;
-	if (!o->scan || o->dead || !atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed))
+	if (!o->scan || session_dead(o) || !atomic_load_explicit(&o->scan->n_pending, memory_order_relaxed))
 		return;
 	for (uint32_t i = 0; i < o->slots.n; i++) {
 		uint64_t t = wait_since(o, i), w;
