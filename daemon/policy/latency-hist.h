@@ -22,7 +22,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "clock.h"
 
 #define LHIST_LINEAR_SHIFT 6  /* below 1024 ns: buckets of 64 ns */
 #define LHIST_FIRST_OCTAVE 10 /* 1024 ns */
@@ -91,19 +90,6 @@ static inline void lhist_record(struct latency_hist *h, uint64_t ns, uint64_t n)
 	lhist_add(&h->fine[lhist_fine_index(ns)], n);
 	lhist_add(&h->sum_ns, ns * n);
 	lhist_add(&h->fixed[lhist_fixed_index(ns)], n);
-}
-
-/*
- * When the scanner saw a completion: the clock read once per pass, at its
- * first completion (*cache 0 until then; the scanner zeroes it every pass).
- * Not the pass's start: a flag stored while the pass ran (it may be
- * preempted for milliseconds) would be seen before it was stored.
- */
-static inline uint64_t lhist_clock(uint64_t *cache)
-{
-	if (!*cache)
-		*cache = cuflag_now_ns();
-	return *cache;
 }
 
 /*

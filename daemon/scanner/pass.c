@@ -21,6 +21,19 @@
 #include "scanner/private.h"
 #include "timeline.h"
 
+/*
+ * When the scanner saw a completion: the clock read once per pass, at its
+ * first completion (*cache 0 until then; the scanner zeroes it every pass).
+ * Not the pass's start: a flag stored while the pass ran (it may be
+ * preempted for milliseconds) would be seen before it was stored.
+ */
+static uint64_t seen_clock(uint64_t *cache)
+{
+	if (!*cache)
+		*cache = cuflag_now_ns();
+	return *cache;
+}
+
 /* Whether u may write an eventfd in this pass (fair-share.h); else its
  * writes wait for the next pass, which comes at once. */
 int scan_may_write(struct scanner *sc, struct scanner_user *u)
@@ -117,7 +130,7 @@ static enum scanner_broken signal_slot(struct scanner *sc, struct scanner_slot *
 	/* Seen before the doorbell too: a woken client may run before the
 	 * scanner does again, and its arm -> done must not exceed the one the
 	 * client saw (the clock is read once a pass). */
-	uint64_t seen = sc->cfg.metrics ? lhist_clock(&sc->seen_now) : 0;
+	uint64_t seen = sc->cfg.metrics ? seen_clock(&sc->seen_now) : 0;
 
 	/* Before the doorbell: a daemon killed right after it has recorded
 	 * what it rang, and its successor counts nothing twice (the client
