@@ -4,10 +4,12 @@
 includes its own headers and those of the layers below it that the table
 allows, each by its folder ("scanner/scanner.h"), and shared/ (or the public
 API, or gpu/) by a bare name; shared/ and the client library include nothing
-of daemon/. Anything else fails, with the file and line.
+of daemon/. The policies, pure, include no clock and no header of I/O.
+Anything else fails, with the file and line.
     check-layers.py SOURCE_ROOT
-    check-layers.py --prove SOURCE_ROOT   (a copy with one include too high
-                                           and one sideways must fail)
+    check-layers.py --prove SOURCE_ROOT   (a copy with an include too high,
+                                           one sideways, a clock and I/O in a
+                                           policy must fail, naming each)
 """
 import os
 import re
@@ -33,14 +35,21 @@ FOREIGN = {"policy": ["shared"]}
 FOREIGN_DEFAULT = ["shared", "client/include", "gpu"]
 # A unit test beside its source also takes the tests' main() (tests/).
 TEST_FOREIGN = ["tests"]
+# Pure policies: no clock read (shared/clock.h), no I/O; the C library's
+# headers of arithmetic and types only.
+PURE = {"policy"}
+PURE_REFUSED = {"clock.h"}
+PURE_SYSTEM = {"assert.h", "errno.h", "limits.h", "math.h", "stdatomic.h", "stdbool.h",
+               "stddef.h", "stdint.h", "string.h", "sys/types.h"}
+SYSTEM = re.compile(r'^\s*#\s*include\s+<([^>]+)>', re.M)
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
-def includes(path):
+def includes(path, rx=INCLUDE):
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    for m in INCLUDE.finditer(text):
+    for m in rx.finditer(text):
         yield text.count("\n", 0, m.start()) + 1, m.group(1)
 
 
@@ -67,6 +76,10 @@ def check_daemon(root):
         foreign = FOREIGN.get(layer, FOREIGN_DEFAULT)
         if name.startswith("test-"):
             foreign = foreign + TEST_FOREIGN
+        elif layer in PURE:
+            for line, inc in includes(path, SYSTEM):
+                if inc not in PURE_SYSTEM:
+                    yield "daemon/" + rel, line, "<%s>: %s/ is pure (no I/O)" % (inc, layer)
         for line, inc in includes(path):
             head, _, tail = inc.partition("/")
             if tail and head in LAYERS:
@@ -83,6 +96,8 @@ def check_daemon(root):
             elif os.path.isfile(os.path.join(daemon, layer, inc)):
                 yield "daemon/" + rel, line, '"%s": name its folder ("%s/%s")' % (
                     inc, layer, inc)
+            elif layer in PURE and not name.startswith("test-") and inc in PURE_REFUSED:
+                yield "daemon/" + rel, line, '"%s": %s/ reads no clock' % (inc, layer)
             elif not any(os.path.isfile(os.path.join(root, f, inc)) for f in foreign):
                 yield "daemon/" + rel, line, '"%s": not in %s' % (
                     inc, ", ".join(f + "/" for f in foreign))
@@ -118,7 +133,9 @@ def prove(root):
             shutil.copytree(os.path.join(root, d), os.path.join(tmp, d),
                             ignore=shutil.ignore_patterns("*.py", "*.sh"))
         bad = {"policy/budget.c": '#include "serve/session.h"\n',
-               "serve/slots.c": '#include "scanner/private.h"\n'}
+               "serve/slots.c": '#include "scanner/private.h"\n',
+               "policy/penalty.c": '#include "clock.h"\n',
+               "policy/predictor.c": '#include <stdio.h>\n'}
         for f, line in bad.items():
             with open(os.path.join(tmp, "daemon", f), "a", encoding="utf-8") as out:
                 out.write(line)
@@ -128,7 +145,8 @@ def prove(root):
         if r.returncode == 0 or len(found) != len(bad):
             print("layers: the copy with bad includes was not refused for each")
             return 1
-        print("layers: a copy with an include too high and one sideways is refused")
+        print("layers: a copy with an include too high, one sideways, a clock and I/O in a "
+              "policy is refused for each")
         return 0
 
 
