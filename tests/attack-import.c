@@ -19,7 +19,11 @@
  *   daemon used to take it), and from one that claims to, its record of the
  *   slot scribbled 2^31 - 1 behind the exporter's value (a daemon used to
  *   write 2 147 483 647 phantom completions to its eventfd): refused, and owed
- *   nothing; what the exporter completes after counted exactly.
+ *   nothing; what the exporter completes after counted exactly. Then an
+ *   exporter frees a slot it exported, takes it again and REDECLAREs the
+ *   old handle for it on the running daemon (a daemon used to take it, so
+ *   that the old handle named the new slot): refused, and the old handle
+ *   imports nothing.
  * - handle-memory: export a slot, map the handle, free the slot, again and
  *   again for 2.5 s (reconnecting when the daemon says no more), with the
  *   daemon's cgroup held to 256 MiB. The handles are the attacker's files
@@ -27,6 +31,7 @@
  *   not grow with them, and must be back once the attacker has left.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -464,6 +469,7 @@ void attack_handle_memory(void)
 
 struct phantom {
 	_Atomic int err, err_step, fresh_refused, resumed, exact;
+	_Atomic int redeclare_rc, reimport_rc, same_id;
 	_Atomic long long phantom, counted;
 };
 
@@ -485,6 +491,63 @@ static int import_resume_raw(struct raw_sess *r, int handle, int efd)
 
 	return raw_call(r, CUFLAG_MSG_IMPORT, &im, sizeof(im), (int[]){ handle, efd }, 2, &g,
 			sizeof(g));
+}
+
+/* An exporter's old handle pointed at its new slot of a running daemon:
+ * export a grouped slot of r, free it, take the slot again, REDECLARE the
+ * old handle for it. */
+static void redeclare_old(struct phantom *ph, struct raw_sess *r)
+{
+	struct cuflag_slot_grant g, g2;
+	struct cuflag_handle_record rec;
+	struct cuflag_msg_export ex;
+	struct cuflag_msg_import im = { 0 };
+	int rc, h = -1;
+
+	if ((rc = raw_open(r)) || (rc = raw_attach(r, 0, 0)) || (rc = raw_group(r, 0)) ||
+	    (rc = raw_alloc_grouped(r, 0, 1, &g))) {
+		atomic_store(&ph->err_step, 4);
+		atomic_store(&ph->err, rc);
+		return;
+	}
+	ex = (struct cuflag_msg_export){ .id = g.id };
+	memset(&rec, 0, sizeof(rec));
+	if ((rc = raw_call(r, CUFLAG_MSG_EXPORT, &ex, sizeof(ex), NULL, 0, &rec, sizeof(rec))) ||
+	    rec.magic != CUFLAG_HANDLE_MAGIC ||
+	    (h = memfd_create("old-handle", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0 ||
+	    pwrite(h, &rec, sizeof(rec), 0) != (ssize_t)sizeof(rec) ||
+	    fcntl(h, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		atomic_store(&ph->err_step, 5);
+		atomic_store(&ph->err, rc ? rc : -EPROTO);
+		if (h >= 0)
+			close(h);
+		return;
+	}
+	ex.flags = CUFLAG_EXPORT_DECLARE;
+	if ((rc = raw_call(r, CUFLAG_MSG_EXPORT, &ex, sizeof(ex), &h, 1, NULL, 0)) ||
+	    (rc = raw_free(r, &g.id, 1))) {
+		atomic_store(&ph->err_step, 6);
+		atomic_store(&ph->err, rc);
+		close(h);
+		return;
+	}
+	/* Slots until the freed one comes back (once the scanner let it go). */
+	for (uint32_t i = 0; i < 4 * r->l.nslots; i++) {
+		rc = raw_alloc_grouped(r, 0, 1, &g2);
+		if (rc == -ENOSPC) {
+			usleep(2000);
+			continue;
+		}
+		if (rc || g2.id == g.id)
+			break;
+	}
+	atomic_store(&ph->same_id, !rc && g2.id == g.id);
+	ex = (struct cuflag_msg_export){ .id = g2.id, .flags = CUFLAG_EXPORT_REDECLARE };
+	atomic_store(&ph->redeclare_rc, raw_call(r, CUFLAG_MSG_EXPORT, &ex, sizeof(ex), &h, 1, NULL,
+						 0));
+	atomic_store(&ph->reimport_rc, raw_call(r, CUFLAG_MSG_IMPORT, &im, sizeof(im), &h, 1, NULL,
+						0));
+	close(h);
 }
 
 static void phantom_main(void *arg)
@@ -534,6 +597,8 @@ static void phantom_main(void *arg)
 		}
 	}
 	raw_close(&res);
+	redeclare_old(ph, &res);
+	raw_close(&res);
 	close(efd);
 	close(fd);
 	cuflag_disconnect(c);
@@ -544,15 +609,18 @@ void attack_resume_phantom(void)
 	struct phantom *ph = shm_alloc(sizeof(*ph));
 	struct window w;
 
-	window_open(&w, "IMPORT RESUME outside a resume, and with its record 2^31 - 1 behind");
+	window_open(&w, "IMPORT RESUME outside a resume, its record 2^31 - 1 behind; old REDECLARE");
 	attacker_run(w.name, 19, phantom_main, ph, 30000);
 	snprintf(w.outcome, sizeof(w.outcome),
 		 "outside a resume: %s; claiming one, record scribbled: %s, phantom completions "
-		 "%lld, then %lld counted of %d, record %s",
+		 "%lld, then %lld counted of %d, record %s; an old handle REDECLAREd for the "
+		 "slot taken again%s: %s, imported: %s",
 		 atomic_load(&ph->fresh_refused) ? "refused" : "taken",
 		 atomic_load(&ph->resumed) ? "taken" : "refused", atomic_load(&ph->phantom),
 		 atomic_load(&ph->counted), PHANTOM_AFTER,
-		 atomic_load(&ph->exact) ? "exact" : "wrong");
+		 atomic_load(&ph->exact) ? "exact" : "wrong",
+		 atomic_load(&ph->same_id) ? " (same id)" : " (another id)",
+		 strerror(-atomic_load(&ph->redeclare_rc)), strerror(-atomic_load(&ph->reimport_rc)));
 	if (atomic_load(&ph->err))
 		fail("%s: the attacker's step %d failed: %s", w.name, atomic_load(&ph->err_step),
 		     strerror(-atomic_load(&ph->err)));
@@ -560,6 +628,10 @@ void attack_resume_phantom(void)
 		fail("%s: IMPORT RESUME taken in a session that never resumed", w.name);
 	if (atomic_load(&ph->phantom))
 		fail("%s: %lld phantom completions", w.name, atomic_load(&ph->phantom));
+	if (!atomic_load(&ph->same_id))
+		fail("%s: the freed slot was never handed out again", w.name);
+	if (atomic_load(&ph->redeclare_rc) != -EINVAL || atomic_load(&ph->reimport_rc) != -EINVAL)
+		fail("%s: an old handle was taken again on a running daemon", w.name);
 	if (atomic_load(&ph->counted) != PHANTOM_AFTER || !atomic_load(&ph->exact))
 		fail("%s: %lld counted of %d after the resume", w.name, atomic_load(&ph->counted),
 		     PHANTOM_AFTER);
