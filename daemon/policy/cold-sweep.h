@@ -37,6 +37,31 @@
 #define COLD_SLICE_MIN 512u        /* not worth a wake-up of its own below this, */
 #define COLD_SLICE_GAP_NS 100000ull /* nor a slice sooner than this after the last */
 #define COLD_HOT_PER_USER 1024u    /* a user's hot slots, at most */
+/* Slots of one user whose flags moved that one pass makes hot, at most, where
+ * others have work pending (scanner/cold.c): each is made hot, read,
+ * signalled and put back, some 250 ns, so a user's are some 60 us a pass. */
+#define COLD_MOVED_PER_PASS 256u
+
+/*
+ * Whether a pass (number pass) may make one more slot of a user hot whose
+ * flag moved while cold: *at and *n are the user's count (the pass it is
+ * for, how many so far); busy_users: users with work pending. A user whose
+ * cold slots' flags all move all the time had every pass make every one of
+ * them hot, signal it and put it back, sweep after sweep, while everyone's
+ * notice waited; those over the count stay cold as they are (their flags
+ * still moved) and a later sweep makes them hot. A user alone slows nobody.
+ */
+static inline int cold_moved_may_wake(uint64_t *at, uint32_t *n, uint64_t pass,
+				       uint32_t busy_users)
+{
+	if (busy_users < 2)
+		return 1;
+	if (*at != pass) {
+		*at = pass;
+		*n = 0;
+	}
+	return (*n)++ < COLD_MOVED_PER_PASS;
+}
 
 /* Where a sweep stands: it began at start_ns and has read pos of its end
  * slots (cold[0, end): those that were cold when it began, or when it read

@@ -202,6 +202,26 @@ START_TEST(test_a_growing_set_ends_its_sweep)
 }
 END_TEST
 
+START_TEST(test_moved_slots_a_pass_are_bounded)
+{
+	uint64_t at = 0;
+	uint32_t n = 0, woken = 0;
+
+	/* Another user waits: one user's moved slots, COLD_MOVED_PER_PASS a
+	 * pass, the rest left for later sweeps; the count starts again with
+	 * the next pass. */
+	for (int i = 0; i < 10000; i++)
+		woken += (uint32_t)cold_moved_may_wake(&at, &n, 7, 2);
+	ck_assert_uint_eq(woken, COLD_MOVED_PER_PASS);
+	ck_assert_int_eq(cold_moved_may_wake(&at, &n, 8, 2), 1);
+	/* Alone, it slows nobody: every one. */
+	woken = 0;
+	for (int i = 0; i < 10000; i++)
+		woken += (uint32_t)cold_moved_may_wake(&at, &n, 9, 1);
+	ck_assert_uint_eq(woken, 10000);
+}
+END_TEST
+
 START_TEST(test_which_slots_go_cold)
 {
 	uint64_t now = 1000 * MS;
@@ -253,6 +273,7 @@ int main(void)
 				       test_a_late_pass_catches_up_in_bounded_slices,
 				       test_a_shrinking_set_ends_the_sweep,
 				       test_a_growing_set_ends_its_sweep,
+				       test_moved_slots_a_pass_are_bounded,
 				       test_which_slots_go_cold,
 				       test_notice_delay_is_a_fraction_of_the_age,
 				       NULL };

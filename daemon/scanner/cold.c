@@ -3,8 +3,8 @@
  * The cold sweep: each pass reads the slice of the cold set that the plan
  * says is due (cold-sweep.h) and makes hot every slot in it whose flag moved
  * since it went cold, whose predicted completion comes within a sweep, or
- * whose user has hot room again (when it went cold for want of it). The
- * pass then reads those with the hot ones: signalling stays in one place
+ * whose user has hot room again (when it went cold for want of it), within
+ * that user's share of the pass. The pass then reads those with the hot ones: signalling stays in one place
  * (scanner/drain.c), the sweep only decides who is read.
  */
 #include "scanner/private.h"
@@ -31,8 +31,17 @@ void cold_sweep_slice(struct scanner *sc)
 		const struct cold_entry *e = &sc->cold[i];
 		uint32_t f = __atomic_load_n(e->flag, __ATOMIC_RELAXED);
 
-		if (f != e->seen || cold_woken(sc, e))
-			pending_go_hot(sc, e->slot, f != e->seen);
+		int moved = f != e->seen;
+
+		struct scanner_user *u = e->slot->sess->user;
+
+		/* Slots whose flags moved: a bounded number of a user's a pass
+		 * (cold-sweep.h); those for their time or hot room: a sweep
+		 * each, COLD_HOT_PER_USER a user. */
+		if (moved ? cold_moved_may_wake(&u->swept_pass, &u->swept_moved, sc->pass_no,
+						sc->busy_users)
+			  : cold_woken(sc, e))
+			pending_go_hot(sc, e->slot, moved);
 		else
 			i++;
 	}

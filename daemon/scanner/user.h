@@ -26,6 +26,8 @@ struct scanner_user {
 	uint64_t cut_at_ns;       /* a write of this user's was cut short then */
 	uint32_t pending;         /* its slots in the pending set */
 	uint32_t hot;             /* of those, read by every pass (cold-sweep.h) */
+	uint64_t swept_pass;      /* the pass swept_moved counts for, */
+	uint32_t swept_moved;     /* slots of its the sweep made hot in it, their flags moved */
 	uint32_t max_pending;     /* no more of its slots are pending at once */
 	/* Slots with arms in flight that came with no room in the pending
 	 * set (adopted after a restart, or freed before their flag landed):
