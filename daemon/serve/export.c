@@ -44,6 +44,7 @@
 
 #include "base/closer.h"
 #include "base/config.h"
+#include "list.h"
 #include "serve/handler.h"
 #include "serve/server-state.h"
 #include "serve/session-state.h"
@@ -60,7 +61,7 @@ struct export_entry {
 	uint64_t serial; /* which entry this is, for its imports (never reused) */
 	uint32_t nimports;
 	struct cuflag_handle_record rec;
-	struct export_entry *next; /* in its bucket */
+	LIST_FIELDS(struct export_entry, bucket);
 };
 
 /* An import a resume brought back, waiting for its exporter's redeclare. */
@@ -70,14 +71,14 @@ struct relink {
 	dev_t dev;
 	ino_t ino;
 	struct cuflag_handle_record rec;
-	struct relink *next;
+	LIST_FIELDS(struct relink, link); /* the table's relinks */
 };
 
 /* A user's imports held, over all its sessions. */
 struct import_user {
 	uid_t uid;
 	uint32_t n;
-	struct import_user *next;
+	LIST_FIELDS(struct import_user, chain); /* its bucket's */
 };
 #define USER_BUCKETS 64u
 
@@ -142,7 +143,7 @@ static struct export_entry **bucket_of(struct export_table *t, ino_t ino)
 
 static struct export_entry *table_find(struct export_table *t, dev_t dev, ino_t ino)
 {
-	for (struct export_entry *e = t ? *bucket_of(t, ino) : NULL; e; e = e->next)
+	for (struct export_entry *e = t ? *bucket_of(t, ino) : NULL; e; e = e->bucket_next)
 		if (e->dev == dev && e->ino == ino)
 			return e;
 	return NULL;
@@ -152,36 +153,34 @@ static struct export_entry *table_find(struct export_table *t, dev_t dev, ino_t 
  * cost stays held until its session goes (export_session_gone). */
 static void table_remove(struct server *srv, struct export_entry *e)
 {
-	struct export_entry **p = bucket_of(srv->exports, e->ino);
+	struct export_entry **b = bucket_of(srv->exports, e->ino);
 
 	if (e->fd >= 0) {
-		while (*p != e)
-			p = &(*p)->next;
-		*p = e->next;
+		LIST_REMOVE(bucket, *b, e);
 		closer_close(srv->closer, e->fd);
 	}
 	free(e);
 }
 
-static struct import_user **import_user_at(struct export_table *t, uid_t uid)
+static struct import_user *import_user_find(struct export_table *t, uid_t uid)
 {
-	struct import_user **p = &t->users[uid % USER_BUCKETS];
+	struct import_user *u = t->users[uid % USER_BUCKETS];
 
-	while (*p && (*p)->uid != uid)
-		p = &(*p)->next;
-	return p;
+	while (u && u->uid != uid)
+		u = u->chain_next;
+	return u;
 }
 
 /* The user of s holds delta more imports; its entry goes at 0. */
 static void import_user_add(struct export_table *t, uid_t uid, int32_t delta)
 {
-	struct import_user **p = import_user_at(t, uid), *u = *p;
+	struct import_user *u = import_user_find(t, uid);
 
 	if (!u)
 		return; /* made by import_user_may_take before any import counted */
 	u->n += (uint32_t)delta;
 	if (!u->n) {
-		*p = u->next;
+		LIST_REMOVE(chain, t->users[uid % USER_BUCKETS], u);
 		free(u);
 	}
 }
@@ -189,14 +188,15 @@ static void import_user_add(struct export_table *t, uid_t uid, int32_t delta)
 /* Whether the user of uid may hold one more import. 0, -EDQUOT, -ENOMEM. */
 static int import_user_may_take(struct export_table *t, uid_t uid)
 {
-	struct import_user **p = import_user_at(t, uid);
+	struct import_user *u = import_user_find(t, uid);
 
-	if (!*p) {
-		if (!(*p = calloc(1, sizeof(**p))))
+	if (!u) {
+		if (!(u = calloc(1, sizeof(*u))))
 			return -ENOMEM;
-		(*p)->uid = uid;
+		u->uid = uid;
+		LIST_PREPEND(chain, t->users[uid % USER_BUCKETS], u);
 	}
-	return (*p)->n < CUFLAG_IMPORTS_PER_USER ? 0 : -EDQUOT;
+	return u->n < CUFLAG_IMPORTS_PER_USER ? 0 : -EDQUOT;
 }
 
 /* An import of s's (slot id) counts against e (NULL: none yet) and its user. */
@@ -284,8 +284,7 @@ static void table_put(struct server *srv, struct export_entry *e, int fd, dev_t 
 	e->fd = fd;
 	e->dev = dev;
 	e->ino = ino;
-	e->next = *bucket_of(srv->exports, ino);
-	*bucket_of(srv->exports, ino) = e;
+	LIST_PREPEND(bucket, *bucket_of(srv->exports, ino), e);
 }
 
 /* What a client's fd is, if it is a handle: its identity and its record.
@@ -339,19 +338,14 @@ static int may_redeclare(const struct server *srv, const struct session *s)
 /* Imports that waited for this handle are linked to it now. */
 static void relink_to(struct server *srv, struct export_entry *e)
 {
-	struct relink **p = &srv->exports->relinks;
-
-	while (*p) {
-		struct relink *r = *p;
-
+	for (struct relink *r = srv->exports->relinks, *n; r; r = n) {
+		n = r->link_next;
 		if (r->dev != e->dev || r->ino != e->ino || memcmp(&r->rec, &e->rec, sizeof(r->rec)) ||
-		    slot_link_import(&r->s->slots, r->slot, e->owner->scan, e->slot)) {
-			p = &r->next;
+		    slot_link_import(&r->s->slots, r->slot, e->owner->scan, e->slot))
 			continue; /* out of memory: it is marked gone at the deadline */
-		}
 		r->s->xp->import_of[r->slot] = (struct import_ref){ e->dev, e->ino, e->serial };
 		e->nimports++;
-		*p = r->next;
+		LIST_REMOVE(link, srv->exports->relinks, r);
 		free(r);
 	}
 }
@@ -539,10 +533,8 @@ static int import_resume(struct server *srv, struct session *s, struct request *
 		free(r);
 		return rc;
 	}
-	if (r) {
-		r->next = srv->exports->relinks;
-		srv->exports->relinks = r;
-	}
+	if (r)
+		LIST_PREPEND(link, srv->exports->relinks, r);
 	return 0;
 }
 
@@ -596,15 +588,13 @@ struct req_verdict export_on_done(struct session *s, struct scanner_cmd *c)
 
 static void relinks_drop(struct server *srv, struct session *s, uint32_t slot)
 {
-	struct relink **p = srv->exports ? &srv->exports->relinks : NULL;
-
-	while (p && *p) {
-		struct relink *r = *p;
+	if (!srv->exports)
+		return;
+	for (struct relink *r = srv->exports->relinks, *n; r; r = n) {
+		n = r->link_next;
 		if (r->s == s && (slot == SLOT_ANY || r->slot == slot)) {
-			*p = r->next;
+			LIST_REMOVE(link, srv->exports->relinks, r);
 			free(r);
-		} else {
-			p = &r->next;
 		}
 	}
 }
@@ -672,7 +662,7 @@ void export_tick(struct server *srv, uint64_t now_ms)
 		/* No src: the scanner marks it gone. */
 		if (slot_link_import(&r->s->slots, r->slot, NULL, 0))
 			return; /* out of memory: the next tick */
-		srv->exports->relinks = r->next;
+		LIST_REMOVE(link, srv->exports->relinks, r);
 		free(r);
 	}
 }
@@ -687,18 +677,18 @@ void export_fini(struct server *srv)
 	for (uint32_t b = 0; b < BUCKETS; b++)
 		while (t->bucket[b]) {
 			struct export_entry *e = t->bucket[b];
-			t->bucket[b] = e->next;
+			LIST_REMOVE(bucket, t->bucket[b], e);
 			closer_close(srv->closer, e->fd);
 			free(e);
 		}
 	for (uint32_t b = 0; b < USER_BUCKETS; b++)
 		while (t->users[b]) {
 			struct import_user *u = t->users[b];
-			t->users[b] = u->next;
+			LIST_REMOVE(chain, t->users[b], u);
 			free(u);
 		}
 	while ((r = t->relinks)) {
-		t->relinks = r->next;
+		LIST_REMOVE(link, t->relinks, r);
 		free(r);
 	}
 	free(t);
