@@ -2,7 +2,7 @@
 /*
  * Starting a cuflagd of one's own and waiting until it serves: never a
  * fixed sleep, always a connection that succeeds. The process side of the
- * daemon under test (tests/daemon-proc.c), which the tests and cuflag-bench
+ * daemon under test (bench/harness/daemon-proc.c), which the tests and cuflag-bench
  * use. Not linked into the daemon or the client library.
  */
 #ifndef CUFLAG_SPAWN_H

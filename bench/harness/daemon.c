@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The bench's daemon: the daemon under test (tests/daemon-proc.c) started
+ * The bench's daemon: the daemon under test (daemon-proc.c) started
  * with the bench's options (an explicit --spin-us, room for the fleet, the
  * largest write budget), or the one already running at --socket, whose pid
  * comes from SO_PEERCRED, so that its CPU time can be read from /proc
- * (tests/proc-cpu.c) either way. Failures are said on stderr.
+ * (proc-cpu.c) either way. Failures are said on stderr.
  */
 #include <errno.h>
 #include <limits.h>

@@ -136,7 +136,7 @@ int bench_daemon_start_mode(struct daemon_proc *d, const struct bench_opts *o, c
 int bench_daemon_start_with(struct daemon_proc *d, const struct bench_opts *o, const char *mode,
 			    const char *extra);
 void bench_daemon_stop(struct daemon_proc *d);
-/* CPU time of the daemon so far (tests/proc-cpu.c), in ms; < 0 if unreadable. */
+/* CPU time of the daemon so far (proc-cpu.c), in ms; < 0 if unreadable. */
 double bench_daemon_cpu_ms(const struct daemon_proc *d);
 /* $CUFLAGD, else cuflagd next to self (or in the build tree), else on PATH. */
 const char *bench_find_daemon(const char *self);

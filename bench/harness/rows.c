@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Clocks and the rows of a report (percentiles: tests/percentile.c). */
+/* Clocks and the rows of a report (percentiles: percentile.c). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -10,8 +10,8 @@
  * on an error, the bench says it and goes on, so the words are the caller's.
  * Built on shared/spawn.c (fork, exec, probe, SIGTERM-then-wait).
  */
-#ifndef CUFLAG_TEST_DAEMON_PROC_H
-#define CUFLAG_TEST_DAEMON_PROC_H
+#ifndef CUFLAG_BENCH_DAEMON_PROC_H
+#define CUFLAG_BENCH_DAEMON_PROC_H
 
 #include <sys/types.h>
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The one percentile helper that tests and the bench share. */
-#ifndef CUFLAG_TEST_PERCENTILE_H
-#define CUFLAG_TEST_PERCENTILE_H
+#ifndef CUFLAG_BENCH_PERCENTILE_H
+#define CUFLAG_BENCH_PERCENTILE_H
 
 #include <stddef.h>
 

@@ -6,8 +6,8 @@
  * one completion, of a slot whose flag landed, once). The attack
  * scale-pending and the bench's scale-pending rows are made of these.
  */
-#ifndef CUFLAG_TEST_PENDING_LOAD_H
-#define CUFLAG_TEST_PENDING_LOAD_H
+#ifndef CUFLAG_BENCH_PENDING_LOAD_H
+#define CUFLAG_BENCH_PENDING_LOAD_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The one /proc reader of a process's CPU time that tests and the bench share. */
-#ifndef CUFLAG_TEST_PROC_CPU_H
-#define CUFLAG_TEST_PROC_CPU_H
+#ifndef CUFLAG_BENCH_PROC_CPU_H
+#define CUFLAG_BENCH_PROC_CPU_H
 
 #include <stdint.h>
 #include <sys/types.h>
