@@ -9,7 +9,13 @@
  *   1k, 10k, 100k: steady, work in flight half of each period;
  *   burst: 50 launches back to back every 50 ms (1k/s on average), each
  *          done 100 us later, the scanner parked in between;
- *   mixed: 1k/s, durations of 10 us, 100 us, 1 ms and 10 ms in turn.
+ *   mixed: 1k/s, durations of 10 us, 100 us, 1 ms and 10 ms in turn;
+ *   queued-ms: a device that runs one piece of work at a time, as a GPU
+ *          runs kernels that each fill it: all 8 slots armed at once every
+ *          8 x 1.4 ms, each piece done 1.4 ms after the one before (FIFO),
+ *          the slots in a turning order (a slot's place in the queue, and
+ *          its time from its arm, change from one batch to the next);
+ *   serial-ms: the same work one piece at a time (its baseline).
  * Rows scan-MODE-LOAD: the latency; per run the daemon's CPU as a share of
  * a core and per completion (schedstat: to the ns).
  */
@@ -45,17 +51,23 @@
 #define BURST_LEN 50
 #define BURST_EVERY_NS 50000000ull
 #define BURST_WORK_NS 100000ull
+/* A GPU's work that fills it: the 12-block model of examples/python/
+ * http_serve.py takes about this long a request on an H100. */
+#define QUEUED_WORK_NS 1400000u
 
 struct paced_load {
 	const char *name;
 	unsigned rate;  /* per second, on average */
 	int burst;      /* launches in bursts */
 	int mixed;      /* durations in turn from mixed_ns */
+	unsigned queued; /* launches armed at once on a one-at-a-time device (0: none) */
 };
 
 static const struct paced_load paced_loads[BENCH_PACED_RATES] = {
-	{ "1k", 1000, 0, 0 },     { "10k", 10000, 0, 0 }, { "100k", 100000, 0, 0 },
-	{ "burst", 1000, 1, 0 },  { "mixed", 1000, 0, 1 },
+	{ "1k", 1000, 0, 0, 0 },    { "10k", 10000, 0, 0, 0 }, { "100k", 100000, 0, 0, 0 },
+	{ "burst", 1000, 1, 0, 0 }, { "mixed", 1000, 0, 1, 0 },
+	{ "queued-ms", 1000000000u / QUEUED_WORK_NS, 0, 0, PACED_SLOTS },
+	{ "serial-ms", 1000000000u / QUEUED_WORK_NS, 0, 0, 1 },
 };
 static const uint64_t mixed_ns[] = { 10000, 100000, 1000000, 10000000 };
 static const char *const paced_modes[2] = { "spin", "adaptive" };
@@ -105,6 +117,8 @@ static uint64_t launch_at(const struct paced_run *p, uint64_t i)
 
 	if (l->burst)
 		return p->start + i / BURST_LEN * BURST_EVERY_NS;
+	if (l->queued)
+		return p->start + i / l->queued * l->queued * QUEUED_WORK_NS;
 	return p->start + i * (1000000000ull / l->rate);
 }
 
@@ -116,7 +130,21 @@ static uint64_t work_ns(const struct paced_run *p, uint64_t i)
 		return BURST_WORK_NS;
 	if (l->mixed)
 		return mixed_ns[i % (sizeof(mixed_ns) / sizeof(mixed_ns[0]))];
+	if (l->queued)
+		return QUEUED_WORK_NS;
 	return 1000000000ull / l->rate / 2;
+}
+
+/* The slot launch i arms: in turn, or for queued work, a batch's slots in
+ * an order that turns by 3 a batch (3 and 8 coprime: every slot takes
+ * every place in the queue). */
+static unsigned launch_slot(const struct paced_run *p, uint64_t i)
+{
+	const struct paced_load *l = p->load;
+
+	if (l->queued)
+		return (unsigned)((i % l->queued + 3 * (i / l->queued)) % PACED_SLOTS);
+	return (unsigned)(i % PACED_SLOTS);
 }
 
 /* Work launched and not done yet, per slot in launch order (a stream's
@@ -134,6 +162,7 @@ static void *paced_device(void *arg)
 	struct paced_run *p = arg;
 	struct inflight f[PACED_SLOTS];
 	uint64_t next = 0, last_due[PACED_SLOTS] = { 0 }, lead = PACED_LEAD_MIN_NS;
+	uint64_t device_free = 0; /* queued work: the device's last piece ends then */
 	unsigned busy = 0;
 
 	memset(f, 0, sizeof(f));
@@ -158,7 +187,7 @@ static void *paced_device(void *arg)
 			busy--;
 			continue;
 		}
-		unsigned s = (unsigned)(next % PACED_SLOTS);
+		unsigned s = launch_slot(p, next);
 		struct inflight *q = &f[s];
 		uint32_t t;
 		if (q->n == 64) { /* the slot's stream is full: finish first */
@@ -170,6 +199,10 @@ static void *paced_device(void *arg)
 		if (p->rc)
 			return NULL;
 		uint64_t due = at + work_ns(p, next);
+		if (p->load->queued) { /* after the device's last piece */
+			due = (at > device_free ? at : device_free) + work_ns(p, next);
+			device_free = due;
+		}
 		if (due < last_due[s])
 			due = last_due[s];
 		last_due[s] = due;
@@ -323,5 +356,17 @@ void bench_paced_ratios(struct bench_report *r)
 		bench_ratio_add(r, names[k][2],
 				a->pct_core >= 0 && s->pct_core > 0 ? a->pct_core / s->pct_core
 								    : -1);
+	}
+	/* Queued work against the same work one piece at a time: what the
+	 * queue adds to the adaptive scanner's CPU per completion. */
+	for (int k = 0; k < BENCH_PACED_RATES; k++) {
+		const struct bench_paced *q = &r->paced[1][k], *one = &r->paced[1][k + 1];
+		if (!paced_loads[k].queued || paced_loads[k].queued == 1 ||
+		    k + 1 >= BENCH_PACED_RATES)
+			continue;
+		bench_ratio_add(r, "scan-adaptive-queued-ms_us/scan-adaptive-serial-ms_us",
+				q->us_per_completion >= 0 && one->us_per_completion > 0
+					? q->us_per_completion / one->us_per_completion
+					: -1);
 	}
 }

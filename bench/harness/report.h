@@ -60,12 +60,14 @@ struct bench_scale {
 };
 
 /* Scanner cost at a paced load (paced.c): one per scanner mode and load:
- * steady at 1k, 10k and 100k/s, bursts, and mixed durations. */
-#define BENCH_PACED_RATES 5
+ * steady at 1k, 10k and 100k/s, bursts, mixed durations, and queued work
+ * (one piece at a time on the device) against the same one at a time. */
+#define BENCH_PACED_RATES 7
 struct bench_paced {
 	char name[32];            /* scan-MODE-LOAD, also its latency row */
 	const char *mode;         /* "spin" or "adaptive" */
-	const char *load;         /* "1k", "10k", "100k", "burst", "mixed" */
+	const char *load;         /* "1k", "10k", "100k", "burst", "mixed",
+				   * "queued-ms", "serial-ms" */
 	unsigned rate;            /* completions per second asked for (on average) */
 	double per_s;             /* achieved; < 0: not measured */
 	double pct_core;          /* daemon CPU, % of one core; < 0: not measured */

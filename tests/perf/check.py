@@ -98,13 +98,15 @@ elif prog == "cuflag-bench":
     # The scanner's cost: both modes at every load, every completion counted.
     cost = {c["name"]: c for c in doc["scanner_cost"]}
     for m in ("spin", "adaptive") if "--no-paced" not in sys.argv else ():
-        for k in ("1k", "10k", "100k", "burst", "mixed"):
+        for k in ("1k", "10k", "100k", "burst", "mixed", "queued-ms", "serial-ms"):
             n = "scan-%s-%s" % (m, k)
             assert names[n]["n"] > 0 and cost[n]["per_s"] > 0, (names[n], cost[n])
             assert cost[n]["daemon_pct_core"] is not None, cost[n]
             for p in ("p50", "p99"):
                 ratio("scan-adaptive-%s_%s/scan-spin-%s_%s" % (k, p, k, p))
             assert "scan-adaptive-%s_cpu/scan-spin-%s_cpu" % (k, k) in doc["ratios"], k
+    if "--no-paced" not in sys.argv:
+        ratio("scan-adaptive-queued-ms_us/scan-adaptive-serial-ms_us")
     # The runs of tests/perf/ it can add (--scale, --metrics-cost), when asked.
     if doc["config"]["scale"]:
         check_scale()
