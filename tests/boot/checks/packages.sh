@@ -35,9 +35,28 @@ PY
 expect "a member of cuflag is served (the daemon starts on its connection)" \
 	as_user alice python3 one.py
 expect "cuflagd.service runs after that connection" systemctl is-active cuflagd.service
-out=$(as_user bob python3 one.py 2>&1) && fail "a user outside cuflag was served: $out"
+# A user outside cuflag: the node daemon refuses him (EACCES), and with no
+# socket named his client falls back to a cuflagd of his own, which the
+# library starts from the installed binary and which says why.
+out=$(as_user bob env CUFLAG_SOCKET=$sock python3 one.py 2>&1) &&
+	fail "a user outside cuflag was served by the node daemon: $out"
 echo "$out" | grep -q PermissionError || { echo "$out"; fail "bob's refusal is not EACCES"; }
-ok "a user outside cuflag is refused (EACCES)"
+ok "a user outside cuflag is refused by the node daemon (EACCES)"
+node=$(as_user alice python3 one.py) || fail "alice: $node"
+own=$(as_user bob python3 one.py 2>&1) || { echo "$own"; fail "bob is not served by his own daemon"; }
+[ "$own" != "$node" ] || fail "bob was served by the node daemon ($own)"
+bobs=""  # the minimal root has no procps: look in /proc
+for d in /proc/[0-9]*; do
+	[ "$(cat "$d/comm" 2>/dev/null)" = cuflagd ] && [ "$(stat -c %U "$d")" = bob ] && bobs="$bobs ${d#/proc/}"
+done
+[ -n "$bobs" ] || fail "no cuflagd of bob's runs"
+st=$(as_user bob cuflagctl status --json) || { echo "$st"; fail "cuflagctl status as bob"; }
+echo "$st" | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+sys.exit(0 if d["daemon"] == "user" and "not in group cuflag" in d["daemon_why"] else 1)' ||
+	{ echo "$st"; fail "bob's status does not say his own daemon and why"; }
+ok "a user outside cuflag falls back to his own cuflagd, and status says why ($own)"
+kill $bobs
 expect "cuflagctl status" cuflagctl status
 expect "cuflag-demo as a member of cuflag" \
 	as_user alice cuflag-demo --device sim --completions 200 --samples 100
