@@ -29,14 +29,14 @@ void idle_note_done(struct idle_state *st, uint64_t d_ns)
 	idle_note_done_between(st, d_ns, d_ns);
 }
 
-/* The IDLE_LOW_RANK-th smallest of the ring (the smallest while it holds
- * fewer). */
-static uint64_t ring_low(const struct idle_state *st)
+/* The IDLE_LOW_RANK-th smallest of a ring of n (the smallest while it
+ * holds fewer). */
+static uint64_t ring_low(const uint32_t *ring, uint32_t n)
 {
 	uint32_t best[IDLE_LOW_RANK], k = 0;
 
-	for (uint32_t i = 0; i < st->low_n; i++) {
-		uint32_t v = st->low_ring[i], j;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t v = ring[i], j;
 		if (k < IDLE_LOW_RANK)
 			k++;
 		else if (v >= best[k - 1])
@@ -46,6 +46,26 @@ static uint64_t ring_low(const struct idle_state *st)
 		best[j] = v;
 	}
 	return k < IDLE_LOW_RANK ? best[0] : best[IDLE_LOW_RANK - 1];
+}
+
+/* Put what a span known to lie between lo_ns and hi_ns says of the low
+ * quantile cur (0: none yet) into a ring; returns its new low quantile
+ * (see idle_note_done_between). */
+static uint64_t ring_put(uint32_t *ring, uint32_t *n, uint32_t *pos, uint64_t cur,
+			 uint64_t lo_ns, uint64_t hi_ns)
+{
+	uint64_t v = !cur ? (lo_ns ? lo_ns : 1)
+		     : hi_ns < cur ? hi_ns
+		     : lo_ns > cur ? lo_ns
+				   : cur;
+
+	if (v > UINT32_MAX)
+		v = UINT32_MAX;
+	ring[*pos] = v ? (uint32_t)v : 1;
+	*pos = (*pos + 1) % IDLE_LOW_RING;
+	if (*n < IDLE_LOW_RING)
+		(*n)++;
+	return ring_low(ring, *n);
 }
 
 void idle_note_done_between(struct idle_state *st, uint64_t lo_ns, uint64_t hi_ns)
@@ -67,18 +87,51 @@ void idle_note_done_between(struct idle_state *st, uint64_t lo_ns, uint64_t hi_n
 	 * ends the lead and the spread before the work is due, so the start
 	 * is short of the work by that much, and naps through arms ended that
 	 * much early and spun. */
-	uint64_t v = !st->low_ns ? (lo_ns ? lo_ns : 1)
-		     : hi_ns < st->low_ns ? hi_ns
-		     : lo_ns > st->low_ns ? lo_ns
-					  : st->low_ns;
+	st->low_ns = ring_put(st->low_ring, &st->low_n, &st->low_pos, st->low_ns, lo_ns, hi_ns);
+}
 
-	if (v > UINT32_MAX)
-		v = UINT32_MAX;
-	st->low_ring[st->low_pos] = v ? (uint32_t)v : 1;
-	st->low_pos = (st->low_pos + 1) % IDLE_LOW_RING;
-	if (st->low_n < IDLE_LOW_RING)
-		st->low_n++;
-	st->low_ns = ring_low(st);
+/* An interval between two completions known to lie between lo_ns and
+ * hi_ns; the quickest of them known once IDLE_GAP_LEARN are. */
+static void gap_put(struct idle_state *st, uint64_t lo_ns, uint64_t hi_ns)
+{
+	uint64_t cur = st->gap_n >= IDLE_GAP_LEARN ? st->gap_low_ns : 0;
+	uint64_t low = ring_put(st->gap_ring, &st->gap_n, &st->gap_pos, cur, lo_ns, hi_ns);
+
+	st->gap_low_ns = st->gap_n >= IDLE_GAP_LEARN ? low : 0;
+}
+
+void idle_note_pass_done(struct idle_state *st, uint64_t prev_ns, uint64_t now_ns, uint64_t n)
+{
+	/* Found by the first look after a wait for the interval: it landed
+	 * during the wait, so sooner than the interval said, or the timer was
+	 * late. Twice in turn: the work got quicker, and the intervals seen
+	 * since were each stretched to the wait: learn them again. */
+	if (st->floor_waited && now_ns <= st->floor_late_ns) {
+		st->floor_early = n ? st->floor_early + 1 : 0;
+		if (st->floor_early >= IDLE_FLOOR_EARLY_MAX && st->gap_low_ns) {
+			/* A quarter shorter at once (IDLE_LOW_RANK entries of
+			 * that), again while it stays early; back up as the
+			 * intervals seen displace them. */
+			uint64_t shorter = st->gap_low_ns - st->gap_low_ns / 4;
+			for (uint32_t k = 0; k < IDLE_LOW_RANK; k++)
+				gap_put(st, 0, shorter);
+			st->floor_early = 0;
+		}
+	}
+	if (!n)
+		return;
+	/* From the pass that saw the last one to this one: each seen as late
+	 * as the scanner looked, which the low quantile takes in (an interval
+	 * seen short after one seen late). The others of this pass landed
+	 * within its span of the first: side by side, maybe. */
+	if (st->done_at_ns && st->done_at_ns <= now_ns)
+		gap_put(st, now_ns - st->done_at_ns, now_ns - st->done_at_ns);
+	for (uint64_t k = 1; k < n && k <= IDLE_LOW_RING; k++)
+		gap_put(st, 0, prev_ns && prev_ns <= now_ns ? now_ns - prev_ns : 0);
+	st->done_at_ns = now_ns;
+	/* The next is awaited from when the last may have landed: the pass
+	 * before (seen late after a wait, the next one is not late by it). */
+	st->done_lo_ns = prev_ns && prev_ns <= now_ns ? prev_ns : now_ns;
 }
 
 void idle_note_seen(struct idle_state *st, uint64_t since_ns, uint64_t planned_ns,
@@ -272,19 +325,74 @@ static struct idle_decision decide_empty(const struct idle_cfg *cfg, struct idle
 	return act(IDLE_SPIN, 0);
 }
 
+/* Pending work: wait for the earliest slot's look time, but no sooner than a
+ * lead before the last completion and the quickest interval lately (where
+ * known), nor past the sweep's next slice. A slot due and not landed: spin
+ * IDLE_STALL_SPIN_NS, then look in steps (see IDLE_GAP_LEARN). */
+static struct idle_decision decide_pending(const struct idle_cfg *cfg, struct idle_state *st,
+					   const struct idle_view *v)
+{
+	uint64_t now = v->now_ns, at = v->look_at_ns, lead = v->lead_ns, stalled, step, most;
+	struct idle_decision d;
+
+	if (!st->gap_low_ns)
+		return plan_wait(cfg, st, now, at, lead);
+	if (st->done_lo_ns + st->gap_low_ns > at + lead) {
+		uint64_t floor = st->done_lo_ns + st->gap_low_ns - lead;
+		if (v->sweep_at_ns && v->sweep_at_ns < floor)
+			floor = v->sweep_at_ns > at ? v->sweep_at_ns : at;
+		d = plan_wait(cfg, st, now, floor, lead);
+		if (d.action != IDLE_SPIN) {
+			st->floor_waited = 1;
+			/* A wake later than the timer's lead is the timer's or
+			 * the machine's: no sign of quicker work. */
+			st->floor_late_ns = d.until_ns + lead;
+			st->stall_since_ns = 0;
+			return d;
+		}
+	}
+	d = plan_wait(cfg, st, now, at, lead);
+	if (d.action != IDLE_SPIN) {
+		st->stall_since_ns = 0;
+		return d;
+	}
+	if (!st->stall_since_ns)
+		st->stall_since_ns = now;
+	/* The spin began a lead before the slot was due. */
+	stalled = now - st->stall_since_ns;
+	if (stalled < IDLE_STALL_SPIN_NS + lead)
+		return d;
+	most = (st->gap_low_ns > st->low_ns ? st->gap_low_ns : st->low_ns) / IDLE_STALL_STEP_DIV;
+	if (most > cfg->backstop_ns)
+		most = cfg->backstop_ns;
+	/* Steps shorter than two sleeps are worth would be a wake-up every
+	 * lead: short work is spun on, as before. */
+	if (most < 2 * (lead + IDLE_SLEEP_MIN_NS))
+		return d;
+	step = stalled / 4 < most ? stalled / 4 : most;
+	if (step < lead)
+		step = lead;
+	if (v->sweep_at_ns && v->sweep_at_ns < now + step)
+		step = v->sweep_at_ns > now ? v->sweep_at_ns - now : 0;
+	return plan_wait(cfg, st, now, now + step, lead);
+}
+
 struct idle_decision idle_decide(const struct idle_cfg *cfg, struct idle_state *st,
 				 const struct idle_view *v)
 {
 	uint64_t spun = spun_for(st, v->now_ns, v->progress);
 	struct idle_decision d;
 
+	st->floor_waited = 0;
 	if (cfg->mode == SCANNER_SPIN)
 		return decide_spin(cfg, spun, v->now_ns, v->npending);
 	/* Something moved: look again before deciding to wait. */
+	if (v->progress || !v->npending)
+		st->stall_since_ns = 0;
 	if (v->progress)
 		return act(IDLE_SPIN, 0);
 	d = !v->npending ? decide_empty(cfg, st, v->now_ns, spun, v->lead_ns)
-			 : plan_wait(cfg, st, v->now_ns, v->look_at_ns, v->lead_ns);
+			 : decide_pending(cfg, st, v);
 	/* A wait ends the streak: what spin_ns bounds is spinning. */
 	if (d.action != IDLE_SPIN)
 		st->spin_since_ns = 0;

@@ -59,6 +59,19 @@ struct idle_state {
 				 * lately (90th percentile; 0: not known) */
 	uint64_t long_lead_ns;  /* how late waits longer than IDLE_SHORT_WAIT_NS
 				 * end, lately (90th percentile; 0: not known) */
+	/* Completions one after another (idle_note_pass_done): the pass that
+	 * saw the last one (0: none yet) and the one before it (it landed in
+	 * between); the quickest intervals between two such passes lately
+	 * (the IDLE_LOW_RANK-th of the last IDLE_LOW_RING; 0: fewer than
+	 * IDLE_GAP_LEARN known). */
+	uint64_t done_at_ns, done_lo_ns;
+	uint64_t gap_low_ns;
+	uint32_t gap_ring[IDLE_LOW_RING];
+	uint32_t gap_n, gap_pos;
+	uint64_t stall_since_ns; /* pending, due, not landed since (0: not so) */
+	int floor_waited;        /* the last decision waited for the interval */
+	uint64_t floor_late_ns;  /* and a wake by then ended it on time */
+	uint32_t floor_early;    /* completions found at once after such waits in turn */
 };
 
 enum idle_action {
@@ -116,6 +129,34 @@ struct idle_decision {
 #define IDLE_PARK_SPIN_MIN_NS 20000u
 #define IDLE_PARK_LATE_MAX_NS 50000u
 
+/* Completions come one after another where they share a device that runs
+ * one piece of work at a time (a GPU whose queued kernels each fill it):
+ * the next lands no sooner than the last one plus the quickest interval
+ * between two lately, whatever each slot's own history says. A slot's
+ * time from its arm is then its place in the queue, which changes from one
+ * arm to the next: its spread is the queue's length and a spin across it
+ * lasts most of each completion. With pending work, the scanner looks no
+ * earlier than a lead before that (where IDLE_GAP_LEARN intervals are
+ * known); where completions land side by side the quickest interval is
+ * about 0 and this bounds nothing. IDLE_FLOOR_EARLY_MAX completions in turn
+ * found at the first look after such a wait (one that ended on time) say
+ * the work got quicker: the quickest interval is cut by a quarter. A slot
+ * due and not landed is spun on for IDLE_STALL_SPIN_NS past it, then looked
+ * at in steps of a quarter of how long it has stalled, at most an
+ * IDLE_STALL_STEP_DIV-th of the quickest interval or completion (so it is
+ * seen late by at most that share of them), instead of spinning across
+ * the whole spread; where that share is shorter than two sleeps are worth,
+ * it is spun on as before
+ * (docs/decisions/0035-queued-work-completes-one-after-another.md). */
+#define IDLE_GAP_LEARN 8u
+#define IDLE_STALL_SPIN_NS 50000u
+#define IDLE_STALL_STEP_DIV 8u
+#define IDLE_FLOOR_EARLY_MAX 3u
+
+/* The pass at now_ns, the one before it at prev_ns, saw n completions:
+ * they landed in between. */
+void idle_note_pass_done(struct idle_state *st, uint64_t prev_ns, uint64_t now_ns, uint64_t n);
+
 /* The pending set went empty at now_ns; an arm came into the empty set at
  * now_ns; a completion took d_ns from its arm. */
 void idle_note_empty(struct idle_state *st, uint64_t now_ns);
@@ -147,6 +188,9 @@ struct idle_view {
 			      * looked at (predictor.h; ignored when none is) */
 	uint64_t lead_ns;    /* how much later than asked the timer wakes from a
 			      * short wait (a long one's: idle_note_long_lateness) */
+	uint64_t sweep_at_ns; /* the cold sweep's next slice, no later than
+			       * look_at_ns (0: none): no wait for the interval
+			       * goes past it */
 };
 
 /* The decision after a pass. */

@@ -277,7 +277,7 @@ static uint64_t scan_pending(struct scanner *sc)
 /* One pass; whether it made progress (arms, commands, completions). */
 static int pass(struct scanner *sc)
 {
-	uint64_t before = pending_count(sc);
+	uint64_t before = pending_count(sc), done;
 	int progress = 0;
 
 	sc->prev_pass_ns = sc->pass_ns;
@@ -292,7 +292,12 @@ static int pass(struct scanner *sc)
 		progress = 1;
 	}
 	cold_sweep_slice(sc);
-	if (scan_pending(sc)) {
+	done = scan_pending(sc);
+	/* Completions one after another: the interval between them
+	 * (idle-policy.h, IDLE_GAP_LEARN). */
+	if (sc->cfg.idle.mode == SCANNER_ADAPTIVE)
+		idle_note_pass_done(&sc->idle, sc->prev_pass_ns, sc->now, done);
+	if (done) {
 		/* Whoever was just woken may have been put on this CPU: let
 		 * it run now instead of after our spin (see
 		 * docs/bench-log/2026-12-01-scanner-cost-default-vs-spin.md).
@@ -357,7 +362,9 @@ void *scanner_main(void *arg)
 						     .npending = pending_count(sc),
 						     .progress = progress,
 						     .look_at_ns = sc->look_at,
-						     .lead_ns = sc->lead });
+						     .lead_ns = sc->lead,
+						     .sweep_at_ns = sc->cold_next_ns != UINT64_MAX
+								      ? sc->cold_next_ns : 0 });
 		if (d.action == IDLE_SPIN)
 			spin_once(sc);
 		/* A wait for the sweep's next slice is no completion's due
