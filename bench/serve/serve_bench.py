@@ -37,7 +37,7 @@ EXAMPLES = os.path.join(HERE, "..", "..", "examples", "python")
 sys.path.insert(0, EXAMPLES)
 
 import loadgen  # noqa: E402
-import pipeline  # noqa: E402  (cpu_seconds, daemon_pid)
+from serve import cpu_seconds, daemon_pid  # noqa: E402
 
 MODES = ("cuflag", "to_thread", "poll", "block", "hostfunc")
 LOOPS = ("asyncio", "uvloop")
@@ -95,9 +95,9 @@ def point(gen, server, dpid, args, concurrency=None, rate=None):
     t0, t1 = gen.start(server.url, concurrency=concurrency, rate=rate, warmup=args.warmup,
                        duration=args.seconds)
     sleep_until(t0)
-    s0, d0 = pipeline.cpu_seconds(server.proc.pid), pipeline.cpu_seconds(dpid)
+    s0, d0 = cpu_seconds(server.proc.pid), cpu_seconds(dpid)
     sleep_until(t1)
-    s1, d1 = pipeline.cpu_seconds(server.proc.pid), pipeline.cpu_seconds(dpid)
+    s1, d1 = cpu_seconds(server.proc.pid), cpu_seconds(dpid)
     r = gen.finish()
     n = max(r["requests"], 1)
     return {"req_per_s": r["req_per_s"], "requests": r["requests"], "errors": r["errors"],
@@ -110,9 +110,9 @@ def point(gen, server, dpid, args, concurrency=None, rate=None):
 def idle(server, dpid, seconds):
     """The server's and cuflagd's CPU with no traffic, in % of a core."""
     time.sleep(0.1)
-    s0, d0, t0 = pipeline.cpu_seconds(server.proc.pid), pipeline.cpu_seconds(dpid), time.monotonic()
+    s0, d0, t0 = cpu_seconds(server.proc.pid), cpu_seconds(dpid), time.monotonic()
     time.sleep(seconds)
-    s1, d1, t1 = pipeline.cpu_seconds(server.proc.pid), pipeline.cpu_seconds(dpid), time.monotonic()
+    s1, d1, t1 = cpu_seconds(server.proc.pid), cpu_seconds(dpid), time.monotonic()
     return {"server_pct": (s1 - s0) / (t1 - t0) * 100, "daemon_pct": (d1 - d0) / (t1 - t0) * 100}
 
 
@@ -223,7 +223,7 @@ def main():
     ap.add_argument("--json", required=True)
     ap.add_argument("--commit", default="")
     args = ap.parse_args()
-    dpid = pipeline.daemon_pid(os.environ.get("CUFLAG_SOCKET") or "/run/cuflagd/cuflagd.sock")
+    dpid = daemon_pid(os.environ.get("CUFLAG_SOCKET") or "/run/cuflagd/cuflagd.sock")
     started = time.monotonic()
     servers = [Server(args, loop, mode, args.port + i)
                for i, (loop, mode) in enumerate((l, m) for l in args.loops for m in args.modes)]
