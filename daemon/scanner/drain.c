@@ -3,8 +3,9 @@
  * What the scanner's pass (scanner/pass.c), its commands (scanner/cmds.c)
  * and its imports (scanner/import.c) all do to a client: take the arms in a
  * session's queue into the pending set, write an eventfd (timed and charged,
- * write-police.h), push a grouped slot onto its group's ring, and mark a
- * client broken. Below all three: it calls none of them.
+ * write-police.h), push a grouped slot onto its group's ring, hold a user
+ * to its share of the pass (fair-share.h) and mark a client broken. Below
+ * all three: it calls none of them.
  */
 #include <errno.h>
 #include <sched.h>
@@ -27,6 +28,31 @@ void scanner_set_broken(struct scanner *sc, struct scanner_session *ss, enum sca
 		atomic_fetch_add_explicit(&sc->broken, 1, memory_order_relaxed);
 		mailbox_tell_main(sc);
 	}
+}
+
+/* Whether u may write an eventfd in this pass (fair-share.h); else its
+ * writes wait for the next pass, which comes at once. */
+int scan_may_write(struct scanner *sc, struct scanner_user *u)
+{
+	if (share_may_write(&u->share, sc->pass_no, (int64_t)sc->cfg.share_quantum_ns))
+		return 1;
+	sc->deferred = 1;
+	return 0;
+}
+
+/* A write of ss's was carried: drop it where its user has wanted more than
+ * its share, with costly writes, for too long (fair-share.h). */
+void scan_drop_if_over_share(struct scanner *sc, struct scanner_session *ss)
+{
+	struct fair_share *f = &ss->user->share;
+
+	if (!share_carried_too_long(f, sc->now) || !budget_own_costly(&ss->tally, 0))
+		return;
+	ss->cost_ns = f->carried_cost_ns;
+	ss->cost_writes = f->carried_writes > UINT32_MAX ? UINT32_MAX
+							       : (uint32_t)f->carried_writes;
+	ss->cost_share = 1;
+	scanner_set_broken(sc, ss, BROKEN_COST);
 }
 
 /* Whether no device write can still land in s: the flag reached all armed. */

@@ -34,31 +34,6 @@ static uint64_t seen_clock(uint64_t *cache)
 	return *cache;
 }
 
-/* Whether u may write an eventfd in this pass (fair-share.h); else its
- * writes wait for the next pass, which comes at once. */
-int scan_may_write(struct scanner *sc, struct scanner_user *u)
-{
-	if (share_may_write(&u->share, sc->pass_no, (int64_t)sc->cfg.share_quantum_ns))
-		return 1;
-	sc->deferred = 1;
-	return 0;
-}
-
-/* A write of ss's was carried: drop it where its user has wanted more than
- * its share, with costly writes, for too long (fair-share.h). */
-void scan_drop_if_over_share(struct scanner *sc, struct scanner_session *ss)
-{
-	struct fair_share *f = &ss->user->share;
-
-	if (!share_carried_too_long(f, sc->now) || !budget_own_costly(&ss->tally, 0))
-		return;
-	ss->cost_ns = f->carried_cost_ns;
-	ss->cost_writes = f->carried_writes > UINT32_MAX ? UINT32_MAX
-							       : (uint32_t)f->carried_writes;
-	ss->cost_share = 1;
-	scanner_set_broken(sc, ss, BROKEN_COST);
-}
-
 /* Ring every group that got records in this pass, once each; those whose
  * user is out of its share stay for the next pass. */
 static void ring_groups(struct scanner *sc)

@@ -162,7 +162,7 @@ void import_fanout(struct scanner *sc, struct scanner_slot *src, uint32_t value)
 /* Ring the importers' doorbells owed, each under its user's share (the
  * pass, after its own writes); those over it wait for the next pass. */
 void import_ring_owed(struct scanner *sc);
-/* scanner/pass.c: whether u may write in this pass, and the drop of a
+/* scanner/drain.c: whether u may write in this pass, and the drop of a
  * user over its share too long (fair-share.h). */
 int scan_may_write(struct scanner *sc, struct scanner_user *u);
 void scan_drop_if_over_share(struct scanner *sc, struct scanner_session *ss);
