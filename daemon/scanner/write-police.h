@@ -21,7 +21,8 @@
  *   carried past its share of every pass for FAIR_SHARE_DROP_NS with writes
  *   of FAIR_SHARE_DROP_WRITE_NS or more on average is dropped too
  *   (BROKEN_COST with cost_share set: decided where the pass carries it,
- *   scanner/pass.c scan_drop_if_over_share()).
+ *   scanner/drain.c scan_drop_if_over_share(), called where a pass or the
+ *   imports carry a write).
  * What each reason means for the client and its user: broken.h.
  */
 #ifndef CUFLAGD_WRITE_POLICE_H
