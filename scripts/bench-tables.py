@@ -55,11 +55,22 @@ def documents(root):
     return docs
 
 
+def rounds_said(doc):
+    """How many runs a table's figures are of: a bench that takes rounds in
+    turn records them in its config; a cuflag-bench run is one run."""
+    config = doc["data"].get("config") if isinstance(doc["data"], dict) else None
+    n = config.get("rounds") if isinstance(config, dict) else None
+    if isinstance(n, int) and n > 1:
+        return "medians of %d rounds taken in turn (min-max in brackets)" % n
+    return "one run"
+
+
 def stamp(doc, rel):
     """The line under each table: the run it came from, with a link to its
     log relative to the page that shows it."""
     s = "Measured on %s, commit `%s`, %s: `%s`" % (doc["machine"], doc["commit"], doc["date"],
                                                    doc["command"])
+    s += "; %s" % rounds_said(doc)
     if doc.get("log"):
         link = os.path.relpath(doc["log"], os.path.dirname(rel) or ".")
         s += " ([log](%s))" % link
