@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "daemon-exec.h"
 #include "fd-util.h"
+#include "spawn.h"
 #include "unix-socket.h"
 #include "user-dir.h"
 
@@ -147,8 +148,7 @@ static int spawn(const char *exe, const char *sock, int ready_w, int log_fd, cha
 	while ((rc = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
 		;
 	if (rc == pid && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-		snprintf(why, n, "%s --user exited with status %d", exe,
-			 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		snprintf(why, n, "%s --user exited with status %d", exe, cuflag_exit_code(st));
 		return -ECONNREFUSED;
 	}
 	return 0;

@@ -282,7 +282,6 @@ static void json_fields(struct json *j, const void *base, const struct field *fs
 			json_field(j, base, &fs[i]);
 }
 
-/* "label:   value" lines, the values lined up. */
 /* The brief (or every) field of base, one "label  value" line each, after
  * the line of first (label, value) when it is not NULL. */
 static void print_pairs(FILE *f, const void *base, const struct field *fs, size_t n,

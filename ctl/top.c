@@ -147,19 +147,18 @@ static struct layout fit(size_t cols)
 	return l;
 }
 
-static void header(FILE *out, const struct layout *l, const struct frame *prev,
-		   const struct frame *cur)
+static void header(FILE *out, const struct layout *l, const struct frame *cur,
+		   const struct top_rates *r)
 {
 	const struct cuflag_metrics_daemon *d = &cur->m.daemon;
 	char arms[16] = "-", done[16] = "-", wakes[16] = "-", cpu[16] = "-";
 	uint64_t up = d->uptime_ms / 1000;
-	struct top_rates r = prev ? top_rates(&prev->m.daemon, d) : (struct top_rates){ 0 };
 
-	if (r.valid) {
-		fmt_rate(arms, sizeof(arms), r.arms);
-		fmt_rate(done, sizeof(done), r.done);
-		fmt_rate(wakes, sizeof(wakes), r.wakes);
-		snprintf(cpu, sizeof(cpu), "%.1f%%", r.cpu_pct);
+	if (r->valid) {
+		fmt_rate(arms, sizeof(arms), r->arms);
+		fmt_rate(done, sizeof(done), r->done);
+		fmt_rate(wakes, sizeof(wakes), r->wakes);
+		snprintf(cpu, sizeof(cpu), "%.1f%%", r->cpu_pct);
 	}
 	line(out, l, "cuflagd  up %" PRIu64 "h%02" PRIu64 "m%02" PRIu64 "s  clients %u  slots %u"
 		"  in flight %u  stuck %u",
@@ -181,7 +180,7 @@ static void draw(FILE *out, const struct frame *prev, const struct frame *cur, s
 	struct row *r = calloc(m->nclients ? m->nclients : 1, sizeof(*r));
 	size_t n = m->nclients;
 
-	header(out, &l, prev, cur);
+	header(out, &l, cur, &rates);
 	fputc('\n', out);
 	line(out, &l, "%7s %-*.*s %5s%s%-*.*s %5s %5s %7s %6s %6s %3s", "PID", l.comm, l.comm,
 	     "COMM", "UID", l.unit ? " " : "", l.unit, l.unit, l.unit ? "UNIT" : "", "SLOTS",
