@@ -19,6 +19,8 @@ import sys
 import time
 import urllib.request
 
+from serve import cpu_seconds  # beside this file: the per-thread schedstat reader
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVE = os.path.join(HERE, "http_serve.py")
 CONNECTIONS = 16
@@ -28,17 +30,6 @@ SKIP = 77
 def fail(msg):
     print(f"test_http_serve: FAIL {msg}", flush=True)
     sys.exit(1)
-
-
-def cpu_seconds(pid):
-    total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total / 1e9
 
 
 class Server:
